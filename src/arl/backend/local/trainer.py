@@ -1,0 +1,294 @@
+"""The local training engine: a Hugging Face causal LM (LoRA via peft, or full fine-tuning) that runs
+`forward`, `forward_backward` with the built-in losses, and AdamW steps, in PyTorch.
+
+Loss reduction follows Tinker: a call's loss is the sum over all its tokens, so splitting a call into
+micro-batches (to bound memory) and summing their gradients gives the same gradient as one pass.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import warnings
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ... import checkpoints, losses, models, settings
+from ...types import Datum, ForwardBackwardOutput, ImageChunk, TensorData
+
+ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+LORA_ALPHA = 32
+LOGIT_BUDGET = 64 * 2**20
+"""Max logits (tokens x vocab) materialised per micro-batch: 256 MB in float32."""
+
+
+@dataclass(frozen=True)
+class TrainerSpec:
+    base_model: str
+    lora_rank: int | None
+    """None = full fine-tuning (sensible for the tiny models only)."""
+    seed: int | None = None
+    train_mlp: bool = True
+    train_attn: bool = True
+    train_unembed: bool = True
+
+
+def lora_config(spec: TrainerSpec):
+    from peft import LoraConfig
+
+    targets = [*(ATTN_MODULES if spec.train_attn else ()), *(MLP_MODULES if spec.train_mlp else ()),
+               *(("lm_head",) if spec.train_unembed else ())]
+    if not targets:
+        raise ValueError("create_lora_training_client: train_attn, train_mlp and train_unembed are all False; "
+                         "set at least one to True")
+    return LoraConfig(r=spec.lora_rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets)
+
+
+def apply_lora(model, spec: TrainerSpec):
+    """Wrap `model` with LoRA adapters, initialised from `spec.seed` without touching the global RNG.
+
+    With tied embeddings, `train_unembed` adapts the output projection only; the input embedding
+    keeps the base weights (peft warns about exactly this, and it is what we want).
+    """
+    from peft import get_peft_model
+
+    with torch.random.fork_rng(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*tie.*", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        torch.manual_seed(spec.seed or 0)
+        return get_peft_model(model, lora_config(spec))
+
+
+def merge_lora(peft_model):
+    """Fold LoRA into the base weights. A tied output projection is untied first, or the merge
+    would also change the input embedding and the merged model would no longer match the trainer."""
+    lm = peft_model.get_base_model()
+    head = lm.get_output_embeddings()
+    base = getattr(head, "base_layer", head)
+    if base.weight is lm.get_input_embeddings().weight:
+        base.weight = torch.nn.Parameter(base.weight.detach().clone(), requires_grad=False)
+        lm.config.tie_word_embeddings = False
+    return peft_model.merge_and_unload()
+
+
+class LocalTrainer:
+    def __init__(self, spec: TrainerSpec, compute_lock: threading.Lock):
+        self.spec = spec
+        self._lock = compute_lock
+        loaded = models.load_model(spec.base_model)
+        self.tokenizer = loaded.tokenizer
+        self.context_length = loaded.context_length
+        self.is_vision = loaded.is_vision
+        device = settings.torch_device()
+        model = loaded.model.to(device)
+        model.eval()  # no dropout: a forward is a deterministic function of the weights
+        if spec.lora_rank is None:
+            model.requires_grad_(True)
+        else:
+            model = apply_lora(model, spec)
+        self.model = model
+        self.device = device
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.0)
+        self.optim_steps = 0
+        self.usage = {"forward_tokens": 0, "train_tokens": 0, "optim_steps": 0}
+
+    # -- validation ---------------------------------------------------------------------------
+    def validate(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None):
+        spec, config = losses.get_loss(loss_fn, loss_fn_config)
+        if not isinstance(data, (list, tuple)) or not data:
+            raise ValueError("data must be a non-empty list of Datum")
+        allowed = set(spec.inputs) | set(spec.optional_inputs)
+        for i, d in enumerate(data):
+            if not isinstance(d, Datum):
+                raise TypeError(f"data[{i}] is a {type(d).__name__}, not a Datum")
+            missing = [k for k in spec.inputs if k not in d.loss_fn_inputs]
+            if missing:
+                raise ValueError(f"data[{i}].loss_fn_inputs lacks {missing}; loss_fn={loss_fn!r} needs "
+                                 f"{list(spec.inputs)}" + (f" (optional: {list(spec.optional_inputs)})" if spec.optional_inputs else ""))
+            unknown = sorted(set(d.loss_fn_inputs) - allowed)
+            if unknown:
+                raise ValueError(f"data[{i}].loss_fn_inputs has unknown key(s) {unknown}; loss_fn={loss_fn!r} "
+                                 f"takes {sorted(allowed)}")
+            if any(isinstance(c, ImageChunk) for c in d.model_input.chunks) and not self.is_vision:
+                raise ValueError(f"data[{i}].model_input holds an ImageChunk but {self.spec.base_model!r} is a "
+                                 "text-only model; use a vision model or drop the image")
+            n = d.model_input.length
+            if n == 0:
+                raise ValueError(f"data[{i}].model_input is empty")
+            if n > self.context_length:
+                raise ValueError(f"data[{i}].model_input has {n} tokens, more than the context of "
+                                 f"{self.spec.base_model!r} ({self.context_length}); truncate it")
+            for name in ("target_tokens",):
+                arr = d.loss_fn_inputs[name].to_numpy()
+                bad = (arr < 0) | (arr >= self.vocab_size)
+                if bad.any():
+                    raise ValueError(f"data[{i}].loss_fn_inputs['target_tokens'] holds id {int(arr[bad][0])}, "
+                                     f"outside the vocabulary [0, {self.vocab_size})")
+            ids = d.model_input.to_ints()
+            if ids and (min(ids) < 0 or max(ids) >= self.vocab_size):
+                raise ValueError(f"data[{i}].model_input holds a token id outside [0, {self.vocab_size})")
+        return spec, config
+
+    # -- compute ------------------------------------------------------------------------------
+    def _micro_batches(self, data: list[Datum]) -> list[list[int]]:
+        """Datum indices per micro-batch, keeping (padded tokens x vocab) under LOGIT_BUDGET."""
+        max_tokens = max(LOGIT_BUDGET // self.vocab_size, 1)
+        batches, current, longest = [], [], 0
+        for i, d in enumerate(data):
+            n = d.model_input.length
+            if current and max(longest, n) * (len(current) + 1) > max_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, n)
+        batches.append(current)
+        return batches
+
+    def _logp(self, data: list[Datum]) -> list[torch.Tensor]:
+        """logp of each datum's target tokens, [len(model_input)] per datum, in one padded forward."""
+        lengths = [d.model_input.length for d in data]
+        T = max(lengths)
+        ids_BT = torch.zeros(len(data), T, dtype=torch.long)
+        targets_BT = torch.zeros(len(data), T, dtype=torch.long)
+        mask_BT = torch.zeros(len(data), T, dtype=torch.long)
+        for b, d in enumerate(data):
+            n = lengths[b]
+            ids_BT[b, :n] = torch.tensor(d.model_input.to_ints())
+            targets_BT[b, :n] = d.loss_fn_inputs["target_tokens"].to_torch()
+            mask_BT[b, :n] = 1
+        ids_BT, targets_BT, mask_BT = (t.to(self.device) for t in (ids_BT, targets_BT, mask_BT))
+        logits_BTV = self.model(input_ids=ids_BT, attention_mask=mask_BT).logits.float()
+        logp_BT = logits_BTV.gather(-1, targets_BT[..., None]).squeeze(-1) - torch.logsumexp(logits_BTV, dim=-1)
+        return [logp_BT[b, :n] for b, n in enumerate(lengths)]
+
+    def run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None, backward: bool) -> ForwardBackwardOutput:
+        """Loss (and, with `backward`, accumulated gradients) of `data`, already checked by `validate`."""
+        spec, config = losses.get_loss(loss_fn, loss_fn_config)
+        outputs: list[dict[str, TensorData] | None] = [None] * len(data)
+        loss_sum, n_active, n_tokens = 0.0, 0, 0
+        stat_sums: dict[str, float] = {}
+        for idx in self._micro_batches(data):
+            batch = [data[i] for i in idx]
+            with self._lock, torch.set_grad_enabled(backward):
+                logp_list = self._logp(batch)
+                logp_N = torch.cat(logp_list)
+                inputs_N = {f"{k}_N": torch.cat([d.loss_fn_inputs[k].to_torch() for d in batch]).to(self.device)
+                            for k in (*spec.inputs, *spec.optional_inputs) if k in batch[0].loss_fn_inputs}
+                terms = spec.fn(logp_N, **inputs_N, **config)
+                loss = terms.loss_N.sum()
+                if backward:
+                    loss.backward()
+            loss_sum += float(loss.detach())
+            active_N = terms.active_N
+            n_active += int(active_N.sum())
+            n_tokens += len(logp_N)
+            for name, value_N in terms.stats_N.items():
+                stat_sums[name] = stat_sums.get(name, 0.0) + float(value_N[active_N].sum())
+            elementwise = terms.loss_N.detach().split([len(x) for x in logp_list])
+            for i, lp, el in zip(idx, logp_list, elementwise):
+                outputs[i] = {"logprobs": TensorData.from_torch(lp.detach()),
+                              "elementwise_loss": TensorData.from_torch(el)}
+        self.usage["train_tokens" if backward else "forward_tokens"] += n_tokens
+        metrics = {
+            "loss:sum": loss_sum,
+            "loss/sum": loss_sum,
+            "loss/mean": loss_sum / max(n_active, 1),
+            "tokens/active": float(n_active),
+            "tokens/total": float(n_tokens),
+            **{f"{loss_fn}/{name}_mean": total / max(n_active, 1) for name, total in stat_sums.items()},
+        }
+        return ForwardBackwardOutput(loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics=metrics)
+
+    def optim_step(self, adam) -> dict[str, float]:
+        with self._lock:
+            grads = [p.grad for p in self.params if p.grad is not None]
+            grad_norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
+            if adam.grad_clip_norm > 0 and grads:
+                torch.nn.utils.clip_grad_norm_(self.params, adam.grad_clip_norm)
+            for group in self.optimizer.param_groups:
+                group.update(lr=adam.learning_rate, betas=(adam.beta1, adam.beta2), eps=adam.eps,
+                             weight_decay=adam.weight_decay)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.optim_steps += 1
+        self.usage["optim_steps"] += 1
+        return {"optim/grad_norm": grad_norm, "optim/lr": adam.learning_rate, "optim/step": float(self.optim_steps)}
+
+    # -- weights ------------------------------------------------------------------------------
+    def frozen_copy(self):
+        """A detached copy of the current weights for sampling (LoRA merged into the base weights)."""
+        with self._lock:
+            snap = copy.deepcopy(self.model)
+        if self.spec.lora_rank is not None:
+            snap = merge_lora(snap)
+        snap.requires_grad_(False)
+        return snap.eval()
+
+    def _write_weights(self, folder) -> None:
+        from safetensors.torch import save_model
+
+        if self.spec.lora_rank is None:
+            save_model(self.model, str(folder / "model.safetensors"))
+        else:
+            # adapter_model.safetensors + adapter_config.json; the (tied) base embedding is never
+            # changed, so it is not copied into the adapter
+            self.model.save_pretrained(str(folder), save_embedding_layers=False)
+
+    def save(self, uri: str, kind: str, overwrite: bool = True) -> None:
+        meta = {"kind": kind, "format_version": 1, "optim_steps": self.optim_steps, **asdict(self.spec)}
+        with checkpoints.atomic_dir(checkpoints.resolve(uri), overwrite=overwrite) as tmp:
+            self._write_weights(tmp)
+            if kind == "training_state":
+                torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            checkpoints.write_json(tmp / checkpoints.META_FILE, meta)
+
+    def load(self, path: str, with_optimizer: bool) -> None:
+        folder, meta = checkpoints.read_meta(path)
+        if with_optimizer and not (folder / "optimizer.pt").is_file():
+            raise checkpoints.CheckpointNotFoundError(
+                f"{path!r} holds weights only (a {meta['kind']} checkpoint); load_state_with_optimizer needs a "
+                "save_state checkpoint")
+        if (meta["lora_rank"] is None) != (self.spec.lora_rank is None) or meta["base_model"] != self.spec.base_model:
+            raise ValueError(f"checkpoint {path!r} is for base_model={meta['base_model']!r}, "
+                             f"lora_rank={meta['lora_rank']}; this client has {self.spec.base_model!r}, "
+                             f"lora_rank={self.spec.lora_rank}")
+        with self._lock:
+            load_weights(self.model, folder, meta)
+            if with_optimizer:
+                self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+                self.optim_steps = meta["optim_steps"]
+            self.optimizer.zero_grad(set_to_none=True)
+
+
+def load_weights(model, folder, meta: dict) -> None:
+    """Load a checkpoint folder's weights into `model` (a peft model for LoRA checkpoints)."""
+    from safetensors.torch import load_file, load_model
+
+    if meta["lora_rank"] is None:
+        load_model(model, str(folder / "model.safetensors"))
+    else:
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(model, load_file(str(folder / "adapter_model.safetensors")))
+        if result.unexpected_keys:
+            raise ValueError(f"checkpoint {folder} does not match the model: unexpected keys {result.unexpected_keys[:3]}")
+
+
+def sampling_model_from_checkpoint(path: str):
+    """(model, loaded base) for a sampler over a saved checkpoint, LoRA merged in."""
+    folder, meta = checkpoints.read_meta(path)
+    loaded = models.load_model(meta["base_model"])
+    model = loaded.model.to(settings.torch_device())
+    if meta["lora_rank"] is not None:
+        spec = TrainerSpec(**{k: meta[k] for k in ("base_model", "lora_rank", "seed", "train_mlp", "train_attn", "train_unembed")})
+        model = apply_lora(model, spec)
+        load_weights(model, folder, meta)
+        model = merge_lora(model)
+    else:
+        load_weights(model, folder, meta)
+    model.requires_grad_(False)
+    return model.eval(), loaded

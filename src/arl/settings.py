@@ -1,0 +1,103 @@
+"""Process-wide settings: where `arl` keeps its files and how many torch threads it uses.
+
+Settings come from `arl.configure(...)`, else the environment (`ARL_HOME`, `ARL_NUM_THREADS`), else a
+default. They are read when first needed, so `configure` must run before the first client is created.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+
+def _available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Settings:
+    home: Path
+    """Root for the model cache (`models/`) and checkpoints (`checkpoints/`)."""
+    num_threads: int
+    """torch intra-op threads. Measured on 2 cores (reference/feasibility.md 2a-2c): 2 threads are
+    1.4-1.7x faster than 1 on an idle machine, but up to 10x slower when another busy process shares
+    the cores, so recipes that run environment or reward workers beside the trainer set 1."""
+    device: str
+    """`cpu`, `cuda` or `auto` (cuda when available)."""
+
+
+def _default() -> Settings:
+    home = Path(os.environ.get("ARL_HOME", Path.home() / ".cache" / "arl")).expanduser()
+    threads = os.environ.get("ARL_NUM_THREADS")
+    return Settings(
+        home=home,
+        num_threads=int(threads) if threads else min(2, _available_cores()),
+        device=os.environ.get("ARL_DEVICE", "auto"),
+    )
+
+
+_settings: Settings | None = None
+_applied_threads: int | None = None
+
+
+def get() -> Settings:
+    global _settings
+    if _settings is None:
+        _settings = _default()
+    return _settings
+
+
+def configure(**kwargs) -> Settings:
+    """Set process-wide options: `home`, `num_threads`, `device`.
+
+    Keys the reference lab's `trio.configure` accepts for its remote service (timeouts, retries,
+    queue sizes) mean nothing to the local engine and are accepted and ignored, so its scripts run.
+    """
+    s = get()
+    known = {f.name for f in fields(Settings)}
+    for key, value in kwargs.items():
+        if key in known:
+            if key == "home":
+                value = Path(value).expanduser()
+            if key == "num_threads" and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"configure(num_threads={value!r}): must be an integer >= 1")
+            if key == "device" and value not in ("cpu", "cuda", "auto"):
+                raise ValueError(f"configure(device={value!r}): use 'cpu', 'cuda' or 'auto'")
+            setattr(s, key, value)
+        elif key not in REMOTE_ONLY_KEYS:
+            raise TypeError(
+                f"configure() got an unknown key {key!r}; known: {sorted(known | REMOTE_ONLY_KEYS)}"
+            )
+    apply_threads()
+    return s
+
+
+REMOTE_ONLY_KEYS = {
+    "timeout", "sampling_timeout", "actor_event_wait_timeout", "actor_event_request_timeout",
+    "actor_event_submit_timeout", "actor_event_polling_timeout", "max_retries", "api_key",
+    "base_url", "log_level", "heartbeat_interval", "env",
+}
+
+
+def apply_threads() -> None:
+    """Apply `num_threads` to torch (once per change; torch's setting is process-wide)."""
+    global _applied_threads
+    n = get().num_threads
+    if _applied_threads != n:
+        import torch
+
+        torch.set_num_threads(n)
+        _applied_threads = n
+
+
+def torch_device():
+    import torch
+
+    d = get().device
+    if d == "auto":
+        d = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(d)

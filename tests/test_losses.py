@@ -1,0 +1,100 @@
+"""Tier 1: every built-in loss against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from arl import losses
+
+# Three tokens; the middle one has zero advantage (a prompt position, say).
+LOGP = torch.tensor([math.log(0.5), math.log(0.2), math.log(0.9)])
+OLD = torch.tensor([math.log(0.4), math.log(0.2), math.log(0.6)])  # ratios 1.25, 1.0, 1.5
+ADV = torch.tensor([1.0, 0.0, -2.0])
+TARGETS = torch.tensor([5, 6, 7])
+
+
+def test_cross_entropy_weighted_sum():
+    w = torch.tensor([1.0, 0.0, 2.0])
+    terms = losses.cross_entropy(LOGP, TARGETS, w)
+    expected = -(1 * math.log(0.5) + 2 * math.log(0.9))
+    assert terms.loss_N.sum().item() == pytest.approx(expected, rel=1e-6)
+    assert terms.active_N.tolist() == [True, False, True]
+    assert losses.cross_entropy(LOGP, TARGETS).loss_N.sum().item() == pytest.approx(-LOGP.sum().item())
+
+
+def test_importance_sampling():
+    terms = losses.importance_sampling(LOGP, TARGETS, OLD, ADV)
+    # -(1.25 * 1) - (1.5 * -2) = -1.25 + 3 = 1.75
+    assert terms.loss_N.sum().item() == pytest.approx(1.75, rel=1e-6)
+    assert terms.stats_N["ratio"].tolist() == pytest.approx([1.25, 1.0, 1.5], rel=1e-6)
+
+
+def test_importance_sampling_gradient_is_ratio_times_advantage():
+    logp = LOGP.clone().requires_grad_(True)
+    losses.importance_sampling(logp, TARGETS, OLD, ADV).loss_N.sum().backward()
+    # d(-rho A)/dlogp = -rho A
+    assert logp.grad.tolist() == pytest.approx([-1.25, 0.0, 3.0], rel=1e-6)
+
+
+def test_ppo_clips_both_sides():
+    logp = LOGP.clone().requires_grad_(True)
+    terms = losses.ppo(logp, TARGETS, OLD, ADV, clip_low_threshold=0.8, clip_high_threshold=1.2)
+    # token 0: A>0, rho 1.25 > 1.2 -> min(1.25, 1.2)*1 = 1.2, clipped (no grad)
+    # token 2: A<0, rho 1.5 -> min(1.5*-2, 1.2*-2) = -3.0, the unclipped branch (grad flows)
+    assert terms.loss_N.sum().item() == pytest.approx(-1.2 + 3.0, rel=1e-6)
+    terms.loss_N.sum().backward()
+    assert logp.grad.tolist() == pytest.approx([0.0, 0.0, 3.0], rel=1e-6)
+    assert terms.stats_N["clip_frac_high"].tolist() == [1.0, 0.0, 0.0]
+    assert terms.stats_N["clip_frac_low"].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_ppo_low_clip_with_negative_advantage():
+    old = torch.tensor([math.log(0.8)])
+    logp = torch.tensor([math.log(0.4)], requires_grad=True)  # rho = 0.5 < 0.8
+    terms = losses.ppo(logp, TARGETS[:1], old, torch.tensor([-1.0]))
+    assert terms.loss_N.item() == pytest.approx(0.8, rel=1e-6)  # -min(-0.5, -0.8) = 0.8
+    terms.loss_N.sum().backward()
+    assert logp.grad.item() == 0.0
+    assert terms.stats_N["clip_frac_low"].item() == 1.0
+
+
+def test_dapo_clip_higher_is_just_a_bound():
+    terms = losses.ppo(LOGP, TARGETS, OLD, ADV, clip_high_threshold=1.28)
+    assert terms.loss_N[0].item() == pytest.approx(-1.25, rel=1e-6)  # 1.25 < 1.28: not clipped
+
+
+def test_cispo_weight_is_clipped_and_detached():
+    logp = LOGP.clone().requires_grad_(True)
+    terms = losses.cispo(logp, TARGETS, OLD, ADV, clip_low_threshold=0.0, clip_high_threshold=1.3)
+    # weights: min(1.25,1.3)=1.25, 1.0, min(1.5,1.3)=1.3
+    expected = -(1.25 * 1 * math.log(0.5)) - (1.3 * -2 * math.log(0.9))
+    assert terms.loss_N.sum().item() == pytest.approx(expected, rel=1e-6)
+    terms.loss_N.sum().backward()
+    assert logp.grad.tolist() == pytest.approx([-1.25, 0.0, 2.6], rel=1e-6)  # clipped tokens keep a gradient
+    assert terms.stats_N["clip_frac"].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_cispo_equals_importance_sampling_gradient_on_policy():
+    logp = LOGP.clone().requires_grad_(True)
+    losses.cispo(logp, TARGETS, LOGP.detach(), ADV).loss_N.sum().backward()
+    g_cispo = logp.grad.clone()
+    logp.grad = None
+    losses.importance_sampling(logp, TARGETS, LOGP.detach(), ADV).loss_N.sum().backward()
+    assert torch.allclose(g_cispo, logp.grad)
+
+
+def test_dro_quadratic_penalty():
+    terms = losses.dro(LOGP, TARGETS, OLD, ADV, beta=0.5)
+    lr = [math.log(1.25), 0.0, math.log(1.5)]
+    expected = -sum(a * lp - 0.25 * r * r for a, lp, r in zip(ADV.tolist(), LOGP.tolist(), lr))
+    assert terms.loss_N.sum().item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_unknown_loss_and_config_key_are_named():
+    with pytest.raises(ValueError, match="loss_fn='grpo'"):
+        losses.get_loss("grpo", None)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['clip_ratio'\].*clip_high_threshold"):
+        losses.get_loss("ppo", {"clip_ratio": 0.2})
+    spec, config = losses.get_loss("ppo", {"clip_high_threshold": 1.28})
+    assert config == {"clip_low_threshold": 0.8, "clip_high_threshold": 1.28}
