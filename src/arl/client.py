@@ -8,22 +8,20 @@ return an `APIFuture` after the first await (submit) and the result after the se
 `compute_logprobs_async`, `create_*_async` and `save_weights_and_get_sampling_client_async` return
 their result after one await.
 
-Every operation of a training client runs on that client's own worker thread in submission order,
-also when futures are submitted back to back without waiting. Heavy compute of all clients in the
-process takes one lock, so two clients never fight over the same cores.
+All torch work runs on one engine thread (backend/local/engine.py) in submission order, so a
+client's operations keep their order also when futures are submitted back to back without waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import threading
 import uuid
 from typing import Any, Callable
 
 import torch
 
 from . import checkpoints, models, settings
+from .backend.local.engine import ENGINE
 from .backend.local.sampler import LocalSampler, SampleRequest
 from .backend.local.trainer import LocalTrainer, TrainerSpec, sampling_model_from_checkpoint
 from .types import (
@@ -31,7 +29,6 @@ from .types import (
     OptimStepResponse, SampleResponse, SamplingParams, SaveStateResponse, SaveWeightsForSamplerResponse,
 )
 
-_COMPUTE_LOCK = threading.Lock()
 LORA_RANKS = (1, 512)
 
 
@@ -86,23 +83,27 @@ class ServiceClient:
         _, meta = checkpoints.read_meta(path)
         spec = TrainerSpec(**{k: meta[k] for k in ("base_model", "lora_rank", "seed", "train_mlp", "train_attn", "train_unembed")})
         client = self._training_client(spec)
-        client._trainer.load(path, with_optimizer=with_optimizer)
+        ENGINE.call(client._trainer.load, path, with_optimizer=with_optimizer)
         return client
 
     def _training_client(self, spec: TrainerSpec) -> TrainingClient:
         run = self.run_name or f"{spec.base_model.split('/')[-1]}-{uuid.uuid4().hex[:8]}"
-        return TrainingClient(LocalTrainer(spec, _COMPUTE_LOCK), run)
+        return TrainingClient(ENGINE.call(LocalTrainer, spec), run)
 
     # -- sampling clients ---------------------------------------------------------------------
     def create_sampling_client(self, base_model: str | None = None, model_path: str | None = None,
                                **_ignored: Any) -> SamplingClient:
         """A sampler over `base_model`'s frozen weights, or over a saved checkpoint (`model_path`)."""
+        if model_path is None and base_model is None:
+            raise ValueError("create_sampling_client needs base_model or model_path")
+        return ENGINE.call(self._sampling_client, base_model, model_path)
+
+    @staticmethod
+    def _sampling_client(base_model: str | None, model_path: str | None) -> SamplingClient:
         if model_path is not None:
             model, loaded = sampling_model_from_checkpoint(model_path)
             return SamplingClient(model, loaded.tokenizer, loaded.context_length, loaded.is_vision,
                                   loaded.name, model_path)
-        if base_model is None:
-            raise ValueError("create_sampling_client needs base_model or model_path")
         loaded = models.load_model(base_model)
         loaded.model.requires_grad_(False)
         return SamplingClient(loaded.model.to(settings.torch_device()).eval(), loaded.tokenizer,
@@ -135,10 +136,9 @@ class TrainingClient:
         self._trainer = trainer
         self.run = run
         self.model_id = run
-        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"arl-train-{run}")
 
     def _submit(self, fn: Callable, *args) -> APIFuture:
-        return APIFuture(self._worker.submit(fn, *args))
+        return APIFuture(ENGINE.submit(fn, *args))
 
     # -- compute ------------------------------------------------------------------------------
     def forward(self, data: list[Datum], loss_fn: str = "cross_entropy",
@@ -289,7 +289,7 @@ class SamplingClient:
 
     def __init__(self, model, tokenizer, context_length: int, is_vision: bool, base_model: str, model_path: str | None):
         self.usage = {"prefill_tokens": 0, "sample_tokens": 0, "requests": 0}
-        self._sampler = LocalSampler(model, tokenizer, context_length, _COMPUTE_LOCK, self.usage)
+        self._sampler = LocalSampler(model, tokenizer, context_length, self.usage)
         self._tokenizer = tokenizer
         self._is_vision = is_vision
         self.context_length = context_length

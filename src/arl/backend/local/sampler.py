@@ -12,18 +12,22 @@ the trainer's logprobs of the same tokens.
 
 from __future__ import annotations
 
-import queue
 import random
 import threading
+import time
 import concurrent.futures
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ...types import SampledSequence, SampleResponse, SamplingParams
 from .decoder import Decoder
+from .engine import ENGINE
 
 MAX_BATCH_ROWS = 256
+BATCH_WINDOW_S = 0.002
+PREFILL_TOKENS = 8192
 
 
 @dataclass
@@ -53,48 +57,55 @@ class _Active:
 
 
 class LocalSampler:
-    """Serves `sample` / `compute_logprobs` for one frozen model from a background thread."""
+    """Serves `sample` / `compute_logprobs` for one frozen model; batches run on the engine thread."""
 
-    def __init__(self, model, tokenizer, context_length: int, compute_lock: threading.Lock, usage: dict):
+    def __init__(self, model, tokenizer, context_length: int, usage: dict):
         self.model = model
         self.tokenizer = tokenizer
         self.context_length = context_length
         self.decoder = Decoder(model)
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self._special_ids = {t.content: i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
-        self._lock = compute_lock
         self._usage = usage
-        self._queue: queue.Queue[SampleRequest] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._thread_lock = threading.Lock()
+        self._pending: list[SampleRequest] = []
+        self._pending_lock = threading.Lock()
+        self._drain_scheduled = False
 
-    # -- public -------------------------------------------------------------------------------
     def submit(self, req: SampleRequest) -> concurrent.futures.Future:
-        with self._thread_lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, daemon=True, name="arl-sampler")
-                self._thread.start()
-        self._queue.put(req)
+        with self._pending_lock:
+            self._pending.append(req)
+            schedule = not self._drain_scheduled
+            self._drain_scheduled = True
+        if schedule:
+            ENGINE.submit(self._drain)
         return req.future
 
-    # -- worker -------------------------------------------------------------------------------
-    def _serve(self) -> None:
+    def _drain(self) -> None:
+        """Decode what is pending as one batch. Requests fired together (asyncio.gather, a thread pool)
+        arrive microseconds apart, so first wait until none has come for BATCH_WINDOW_S."""
+        seen = -1
         while True:
-            batch = [self._queue.get()]
-            rows = batch[0].num_samples
-            while rows < MAX_BATCH_ROWS:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                batch.append(nxt)
-                rows += nxt.num_samples
-            try:
-                self._run(batch)
-            except BaseException as e:  # noqa: BLE001 - every waiter must hear about it
-                for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(e)
+            with self._pending_lock:
+                now = len(self._pending)
+            if now == seen:
+                break
+            seen = now
+            time.sleep(BATCH_WINDOW_S)
+        with self._pending_lock:
+            batch, rows = [], 0
+            while self._pending and (not batch or rows + self._pending[0].num_samples <= MAX_BATCH_ROWS):
+                rows += self._pending[0].num_samples
+                batch.append(self._pending.pop(0))
+            more = bool(self._pending)
+            self._drain_scheduled = more
+        if more:
+            ENGINE.submit(self._drain)
+        try:
+            self._run(batch)
+        except BaseException as e:  # noqa: BLE001 - every waiter must hear about it
+            for r in batch:
+                if not r.future.done():
+                    r.future.set_exception(e)
 
     def _stops(self, params: SamplingParams) -> tuple[set[int], list[str]]:
         stop = params.stop
@@ -118,8 +129,9 @@ class LocalSampler:
 
     @torch.no_grad()
     def _run(self, batch: list[SampleRequest]) -> None:
-        for req in [r for r in batch if r.num_samples == 0]:
-            self._score(req)
+        scores = [r for r in batch if r.num_samples == 0]
+        if scores:
+            self._score(scores)
         batch = [r for r in batch if r.num_samples > 0]
         if not batch:
             return
@@ -136,30 +148,24 @@ class LocalSampler:
                 tokens=[[] for _ in range(n)], logprobs=[[] for _ in range(n)], stop_reason=[None] * n,
             ))
 
-        prompt_max = max(len(r.prompt) for r in batch)
-        total_len = prompt_max + max(a.max_new for a in actives)
+        prefilled = self._prefill(actives)
         n_rows = sum(r.num_samples for r in batch)
-        cache = self.decoder.new_cache(n_rows, total_len)
-        first_logits = []
-        row = 0
-        for a in actives:
-            logits_1V = self._prefill(a, cache, row, prompt_max)
-            first_logits.append(logits_1V.expand(a.req.num_samples, -1))
-            row += a.req.num_samples
-        self._usage["prefill_tokens"] += sum(len(r.prompt) for r in batch)
+        prefix = self.decoder.build_prefix([(ks, vs) for _, ks, vs in prefilled],
+                                           n_slots=max(r.num_samples for r in batch))
+        suffix = self.decoder.new_suffix(n_rows, capacity=min(max(a.max_new for a in actives), 64))
 
-        # row r of the batch is sample sample_idx[r] of request owner[r]; finished rows are dropped
-        # from the batch once they are a quarter of it (copying the cache every time costs more)
+        # row r of the batch is sample slot[r] of request owner[r]; finished rows are dropped from the
+        # batch once they are a quarter of it (copying the suffix cache every time costs more)
         owner = torch.tensor([i for i, a in enumerate(actives) for _ in range(a.req.num_samples)])
-        sample_idx = torch.tensor([j for a in actives for j in range(a.req.num_samples)])
-        pad_B = torch.tensor([prompt_max - len(a.req.prompt) for a in actives for _ in range(a.req.num_samples)])
-        col_L = torch.arange(total_len)
+        slot = torch.tensor([j for a in actives for j in range(a.req.num_samples)])
+        flat_idx = torch.arange(n_rows)
+        prompt_len_B = torch.tensor([len(a.req.prompt) for a in actives for _ in range(a.req.num_samples)])
         finished_B = torch.zeros(n_rows, dtype=torch.bool)
-        logits_BV = torch.cat(first_logits)
+        logits_BV = torch.cat([logits_1V.expand(a.req.num_samples, -1) for a, (logits_1V, _, _) in zip(actives, prefilled)])
         step = 0
         while True:
-            next_B, logp_B = self._choose(actives, owner, sample_idx, logits_BV)
-            for r, (i, j, tok, lp, fin) in enumerate(zip(owner.tolist(), sample_idx.tolist(), next_B.tolist(),
+            next_B, logp_B = self._choose(actives, flat_idx, logits_BV)
+            for r, (i, j, tok, lp, fin) in enumerate(zip(owner.tolist(), slot.tolist(), next_B.tolist(),
                                                          logp_B.tolist(), finished_B.tolist())):
                 if fin:
                     continue
@@ -172,19 +178,15 @@ class LocalSampler:
                     a.stop_reason[j] = "length"
                 if a.stop_reason[j] is not None:
                     finished_B[r] = True
-            step += 1
             if finished_B.all():
                 break
             if finished_B.sum() * 4 >= len(finished_B):
                 keep = (~finished_B).nonzero().squeeze(1)
-                cache.select_rows(keep)
-                owner, sample_idx, pad_B = owner[keep], sample_idx[keep], pad_B[keep]
+                suffix.select_rows(keep)
+                owner, slot, flat_idx, prompt_len_B = owner[keep], slot[keep], flat_idx[keep], prompt_len_B[keep]
                 next_B, finished_B = next_B[keep], finished_B[keep]
-            col = prompt_max + step - 1
-            positions_B1 = (col - pad_B)[:, None]
-            mask_B1L = (col_L[None, :] >= pad_B[:, None])[:, None, :]
-            with self._lock:
-                logits_BV = self.decoder.forward(next_B[:, None], positions_B1, cache, col, mask_B1L)[:, -1].float()
+            logits_BV = self.decoder.decode(next_B, prompt_len_B + step, prefix, suffix, step, owner, slot).float()
+            step += 1
 
         for a in actives:
             seqs = [
@@ -199,59 +201,62 @@ class LocalSampler:
                 input_tokens=len(a.req.prompt), output_tokens=out_tokens,
             ))
 
-    def _score(self, req: SampleRequest) -> None:
+    def _score(self, reqs: list[SampleRequest]) -> None:
         """`compute_logprobs`: the logprob of every prompt token given the ones before it (first: None)."""
-        L = len(req.prompt)
-        with self._lock:
-            logits_LV = self.decoder.forward(
-                torch.tensor([req.prompt]), torch.arange(L)[None], self.decoder.new_cache(1, L), 0, None
-            )[0, :-1].float()
-        self._usage["prefill_tokens"] += L
-        targets_L = torch.tensor(req.prompt[1:])
-        logp_L = logits_LV.gather(1, targets_L[:, None]).squeeze(1) - torch.logsumexp(logits_LV, dim=-1)
-        req.future.set_result([None] + logp_L.tolist())
+        for req, (logits_LV, _, _) in zip(reqs, self._prefill_chunks([r.prompt for r in reqs], True)):
+            req.future.set_result([None] + self._prompt_logprobs(logits_LV.float(), req.prompt).tolist())
 
-    def _prefill(self, a: _Active, cache, row: int, prompt_max: int) -> torch.Tensor:
-        """Run the prompt once, copy its keys/values into its rows (right-aligned at `prompt_max`), and
-        return the logits [1, V] for the first new token; prompt logprobs are read off the same pass."""
-        prompt = a.req.prompt
-        L, n = len(prompt), a.req.num_samples
-        one = self.decoder.new_cache(1, L)
-        want_prompt_lp = a.req.include_prompt_logprobs or a.req.topk_prompt_logprobs > 0
-        with self._lock:
-            logits_1LV = self.decoder.forward(
-                torch.tensor([prompt]), torch.arange(L)[None], one, 0, None, last_only=not want_prompt_lp
-            ).float()
-        for layer in range(len(cache.k)):
-            cache.k[layer][row:row + n, :, prompt_max - L:prompt_max] = one.k[layer]
-            cache.v[layer][row:row + n, :, prompt_max - L:prompt_max] = one.v[layer]
-        if want_prompt_lp:
-            logp_LV = torch.log_softmax(logits_1LV[0, :-1], dim=-1)
-            targets = torch.tensor(prompt[1:])
-            if a.req.include_prompt_logprobs:
-                a.prompt_logprobs = [None] + logp_LV.gather(1, targets[:, None]).squeeze(1).tolist()
-            if a.req.topk_prompt_logprobs:
-                vals, ids = logp_LV.topk(min(a.req.topk_prompt_logprobs, logp_LV.shape[-1]), dim=-1)
+    def _prefill_chunks(self, prompts: list[list[int]], all_logits: bool):
+        """Prefill in batches of at most PREFILL_TOKENS padded tokens, fewer when every position's
+        logits are kept (bounding memory)."""
+        self._usage["prefill_tokens"] += sum(len(p) for p in prompts)
+        budget = min(PREFILL_TOKENS, 2**26 // self.vocab_size) if all_logits else PREFILL_TOKENS
+        out, chunk = [], []
+        for p in prompts:
+            if chunk and max(map(len, chunk + [p])) * (len(chunk) + 1) > budget:
+                out += self.decoder.prefill(chunk, all_logits)
+                chunk = []
+            chunk.append(p)
+        return out + self.decoder.prefill(chunk, all_logits)
+
+    @staticmethod
+    def _prompt_logprobs(logits_LV: torch.Tensor, prompt: list[int]) -> torch.Tensor:
+        targets_L = torch.tensor(prompt[1:])
+        logits_LV = logits_LV[:-1]
+        return logits_LV.gather(1, targets_L[:, None]).squeeze(1) - torch.logsumexp(logits_LV, dim=-1)
+
+    def _prefill(self, actives: list[_Active]):
+        """Run every request's prompt once: per request (logits [1, V] for the first new token, keys,
+        values). Prompt logprobs, when asked for, are read off the same pass."""
+        all_logits = any(a.req.include_prompt_logprobs or a.req.topk_prompt_logprobs for a in actives)
+        results = []
+        for a, (logits, ks, vs) in zip(actives, self._prefill_chunks([a.req.prompt for a in actives], all_logits)):
+            req = a.req
+            logits = logits.float()
+            if req.include_prompt_logprobs:
+                a.prompt_logprobs = [None] + self._prompt_logprobs(logits, req.prompt).tolist()
+            if req.topk_prompt_logprobs:
+                logp_LV = torch.log_softmax(logits[:-1], dim=-1)
+                vals, ids = logp_LV.topk(min(req.topk_prompt_logprobs, logp_LV.shape[-1]), dim=-1)
                 a.topk = [None] + [list(zip(i, v)) for i, v in zip(ids.tolist(), vals.tolist())]
-        return logits_1LV[:, -1]
+            results.append((logits[-1:], ks, vs))
+        return results
 
-    def _choose(self, actives, owner, sample_idx, logits_BV):
-        """Next token and its logprob for every live row."""
-        u_B = torch.empty(len(owner))
-        for i, a in enumerate(actives):
-            u_n = torch.rand(a.req.num_samples, generator=a.generator)  # drawn every step: see module doc
-            rows = (owner == i).nonzero().squeeze(1)
-            if len(rows):
-                u_B[rows] = u_n[sample_idx[rows]]
-        params = [a.req.params for a in actives]
-        groups = {(p.temperature, p.top_k, p.top_p) for p in params}
-        next_B = torch.empty(len(owner), dtype=torch.long)
-        logp_B = torch.empty(len(owner))
-        for temperature, top_k, top_p in groups:
-            idx = [i for i, p in enumerate(params) if (p.temperature, p.top_k, p.top_p) == (temperature, top_k, top_p)]
-            rows = torch.isin(owner, torch.tensor(idx)).nonzero().squeeze(1) if len(groups) > 1 else torch.arange(len(owner))
-            tok, lp = sample_from_logits(logits_BV[rows], u_B[rows], temperature, top_k, top_p)
-            next_B[rows], logp_B[rows] = tok, lp
+    def _choose(self, actives, flat_idx_B, logits_BV):
+        """Next token and its logprob for every row; `flat_idx_B` maps a row to its slot among all the
+        requests' samples (request-major), which is where its uniform comes from."""
+        # every request draws one uniform per sample every step, live or not: see the module doc
+        u_B = torch.cat([torch.rand(a.req.num_samples, generator=a.generator) for a in actives])[flat_idx_B]
+        keys = [(a.req.params.temperature, a.req.params.top_k, a.req.params.top_p) for a in actives]
+        if len(set(keys)) == 1:
+            return sample_from_logits(logits_BV, u_B, *keys[0])
+        owner_B = torch.bucketize(flat_idx_B, torch.tensor(np.cumsum([a.req.num_samples for a in actives])), right=True)
+        next_B = torch.empty(len(flat_idx_B), dtype=torch.long)
+        logp_B = torch.empty(len(flat_idx_B))
+        for key in set(keys):
+            group = torch.tensor([i for i, k in enumerate(keys) if k == key])
+            rows = torch.isin(owner_B, group).nonzero().squeeze(1)
+            next_B[rows], logp_B[rows] = sample_from_logits(logits_BV[rows], u_B[rows], *key)
         return next_B, logp_B
 
     def _hit_stop_string(self, tokens: list[int], stops: list[str]) -> bool:

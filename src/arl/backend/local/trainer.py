@@ -1,14 +1,13 @@
 """The local training engine: a Hugging Face causal LM (LoRA via peft, or full fine-tuning) that runs
 `forward`, `forward_backward` with the built-in losses, and AdamW steps, in PyTorch.
 
-Loss reduction follows Tinker: a call's loss is the sum over all its tokens, so splitting a call into
+Every method runs on the engine thread (engine.py). Loss reduction follows Tinker: a call's loss is the sum over all its tokens, so splitting a call into
 micro-batches (to bound memory) and summing their gradients gives the same gradient as one pass.
 """
 
 from __future__ import annotations
 
 import copy
-import threading
 import warnings
 from dataclasses import asdict, dataclass
 
@@ -74,9 +73,8 @@ def merge_lora(peft_model):
 
 
 class LocalTrainer:
-    def __init__(self, spec: TrainerSpec, compute_lock: threading.Lock):
+    def __init__(self, spec: TrainerSpec):
         self.spec = spec
-        self._lock = compute_lock
         loaded = models.load_model(spec.base_model)
         self.tokenizer = loaded.tokenizer
         self.context_length = loaded.context_length
@@ -173,7 +171,7 @@ class LocalTrainer:
         stat_sums: dict[str, float] = {}
         for idx in self._micro_batches(data):
             batch = [data[i] for i in idx]
-            with self._lock, torch.set_grad_enabled(backward):
+            with torch.set_grad_enabled(backward):
                 logp_list = self._logp(batch)
                 logp_N = torch.cat(logp_list)
                 inputs_N = {f"{k}_N": torch.cat([d.loss_fn_inputs[k].to_torch() for d in batch]).to(self.device)
@@ -204,16 +202,15 @@ class LocalTrainer:
         return ForwardBackwardOutput(loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics=metrics)
 
     def optim_step(self, adam) -> dict[str, float]:
-        with self._lock:
-            grads = [p.grad for p in self.params if p.grad is not None]
-            grad_norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
-            if adam.grad_clip_norm > 0 and grads:
-                torch.nn.utils.clip_grad_norm_(self.params, adam.grad_clip_norm)
-            for group in self.optimizer.param_groups:
-                group.update(lr=adam.learning_rate, betas=(adam.beta1, adam.beta2), eps=adam.eps,
-                             weight_decay=adam.weight_decay)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        grad_norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
+        if adam.grad_clip_norm > 0 and grads:
+            torch.nn.utils.clip_grad_norm_(self.params, adam.grad_clip_norm)
+        for group in self.optimizer.param_groups:
+            group.update(lr=adam.learning_rate, betas=(adam.beta1, adam.beta2), eps=adam.eps,
+                         weight_decay=adam.weight_decay)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         self.optim_steps += 1
         self.usage["optim_steps"] += 1
         return {"optim/grad_norm": grad_norm, "optim/lr": adam.learning_rate, "optim/step": float(self.optim_steps)}
@@ -221,8 +218,7 @@ class LocalTrainer:
     # -- weights ------------------------------------------------------------------------------
     def frozen_copy(self):
         """A detached copy of the current weights for sampling (LoRA merged into the base weights)."""
-        with self._lock:
-            snap = copy.deepcopy(self.model)
+        snap = copy.deepcopy(self.model)
         if self.spec.lora_rank is not None:
             snap = merge_lora(snap)
         snap.requires_grad_(False)
@@ -256,12 +252,11 @@ class LocalTrainer:
             raise ValueError(f"checkpoint {path!r} is for base_model={meta['base_model']!r}, "
                              f"lora_rank={meta['lora_rank']}; this client has {self.spec.base_model!r}, "
                              f"lora_rank={self.spec.lora_rank}")
-        with self._lock:
-            load_weights(self.model, folder, meta)
-            if with_optimizer:
-                self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-                self.optim_steps = meta["optim_steps"]
-            self.optimizer.zero_grad(set_to_none=True)
+        load_weights(self.model, folder, meta)
+        if with_optimizer:
+            self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+            self.optim_steps = meta["optim_steps"]
+        self.optimizer.zero_grad(set_to_none=True)
 
 
 def load_weights(model, folder, meta: dict) -> None:
