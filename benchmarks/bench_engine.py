@@ -7,7 +7,7 @@ and exactly the same number of new tokens. Training: forward+backward tokens/s o
 FLOP/s (model FLOPs: 2N per sampled token, 6N per trained token, N = non-embedding parameters plus
 the output projection).
 
-    python benchmarks/bench_engine.py [--model arl/tiny-qwen3-5m] [--threads 2] [--repeats 3]
+    python benchmarks/bench_engine.py [--model arl/tiny-qwen3-2m] [--threads 2] [--repeats 3]
 
 The default batch is one GRPO step of the mini chapters: 8 word-problem prompts through the chat
 template, a group of 8 samples each, 64 new tokens per sample.
@@ -76,7 +76,7 @@ def matmul_flops(threads: int, n: int = 1024, repeats: int = 10) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="arl/tiny-qwen3-5m")
+    ap.add_argument("--model", default="arl/tiny-qwen3-2m", help="the model of the mini chapters and `arl demo`")
     ap.add_argument("--threads", type=int, default=settings.get().num_threads)
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--samples", type=int, default=8, help="group size (samples per prompt)")
@@ -84,7 +84,7 @@ def main():
     ap.add_argument("--train-batch", type=int, default=32)
     ap.add_argument("--train-len", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default="benchmarks/results/engine.json")
+    ap.add_argument("--out", default=None, help="JSON file for the results (default: benchmarks/results/engine-<model>.json)")
     args = ap.parse_args()
     arl.configure(num_threads=args.threads)
     start = cpu_busy_snapshot()
@@ -159,7 +159,7 @@ def main():
     }
     for key, value in result.items():
         print(f"{key:28} {value}")
-    out = Path(args.out)
+    out = Path(args.out or f"benchmarks/results/engine-{args.model.split('/')[-1]}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
 

@@ -1,5 +1,5 @@
-"""Batched sampling: one prefill per prompt, its KV cache copied to all its samples, every pending
-request decoded together in one left-padded batch.
+"""Batched sampling: every pending request decoded together, one prefill per prompt whose keys and
+values all its samples share (decoder.py), finished rows dropped from the batch as they accumulate.
 
 Reproducibility: each request draws its random numbers from its own `torch.Generator(seed)`, one
 uniform per sample per step, whatever else is in the batch, so the same seed gives the same tokens
