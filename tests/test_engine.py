@@ -223,6 +223,8 @@ def test_stop_strings_and_tokens(tc):
     p = arl.ModelInput.from_ints(prompt_tokens(tok))
     free = sampler.sample(p, 1, arl.SamplingParams(max_tokens=20, seed=0, stop=[])).result().sequences[0]
     assert free.stop_reason == "length" and len(free.tokens) == 20
+    untexted = sampler.sample(p, 1, arl.SamplingParams(max_tokens=20, seed=0, stop=[]), return_text=False).result()
+    assert untexted.sequences[0].text is None and untexted.sequences[0].tokens == free.tokens
     stop_id = free.tokens[5]
     hit = sampler.sample(p, 1, arl.SamplingParams(max_tokens=20, seed=0, stop=[stop_id])).result().sequences[0]
     first = free.tokens.index(stop_id)

@@ -111,3 +111,9 @@ def test_tensor_data_round_trip():
     assert torch.equal(arl.TensorData.from_torch(torch.tensor([1, 2])).to_torch(), torch.tensor([1, 2]))
     mi = arl.ModelInput.from_ints([1, 2]).append_int(3)
     assert mi.to_ints() == [1, 2, 3] and arl.ModelInput.empty().length == 0
+
+
+def test_auto_shift_is_refused_with_the_alignment_to_use(tc):
+    d = arl.Datum(model_input=arl.ModelInput.from_ints([1, 2]), loss_fn_inputs={"target_tokens": [2, 3]})
+    with pytest.raises(ValueError, match=r"auto_shift=True is not supported.*C\[:-1\]"):
+        tc.forward_backward([d], "cross_entropy", auto_shift=True)

@@ -32,6 +32,12 @@ from .types import (
 LORA_RANKS = (1, 512)
 
 
+def _check_auto_shift(auto_shift: bool) -> None:
+    if auto_shift:
+        raise ValueError("auto_shift=True is not supported by the local engine: build datums already shifted "
+                         "(model_input = P + C[:-1], target_tokens = [0]*(len(P)-1) + C) and pass auto_shift=False")
+
+
 async def _submit_async(future: APIFuture) -> APIFuture:
     """First await of a double-await method: the operation is already submitted; hand back its future."""
     return future
@@ -128,6 +134,9 @@ class ServiceClient:
     async def get_supported_models_async(self) -> list[str]:
         return self.get_supported_models()
 
+    async def get_server_capabilities_async(self) -> dict:
+        return self.get_server_capabilities()
+
 
 class TrainingClient:
     """Trains one model. Gradients accumulate across forward_backward calls until optim_step."""
@@ -141,15 +150,17 @@ class TrainingClient:
         return APIFuture(ENGINE.submit(fn, *args))
 
     # -- compute ------------------------------------------------------------------------------
-    def forward(self, data: list[Datum], loss_fn: str = "cross_entropy",
-                loss_fn_config: dict | None = None) -> APIFuture[ForwardBackwardOutput]:
+    def forward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
+                auto_shift: bool = False) -> APIFuture[ForwardBackwardOutput]:
         """Loss and per-token logprobs without gradients."""
+        _check_auto_shift(auto_shift)
         self._trainer.validate(data, loss_fn, loss_fn_config)
         return self._submit(self._trainer.run_loss, data, loss_fn, loss_fn_config, False)
 
-    def forward_backward(self, data: list[Datum], loss_fn: str = "cross_entropy",
-                         loss_fn_config: dict | None = None) -> APIFuture[ForwardBackwardOutput]:
+    def forward_backward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
+                         auto_shift: bool = False) -> APIFuture[ForwardBackwardOutput]:
         """Accumulate the gradient of the summed built-in loss over `data`."""
+        _check_auto_shift(auto_shift)
         self._trainer.validate(data, loss_fn, loss_fn_config)
         return self._submit(self._trainer.run_loss, data, loss_fn, loss_fn_config, True)
 
@@ -280,6 +291,9 @@ class TrainingClient:
     async def save_weights_and_get_sampling_client_async(self, name: str | None = None) -> SamplingClient:
         return await self._submit(self._snapshot_client)
 
+    async def get_info_async(self) -> dict:
+        return self.get_info()
+
     async def create_sampling_client_async(self, model_path: str) -> SamplingClient:
         return await asyncio.to_thread(self.create_sampling_client, model_path)
 
@@ -325,14 +339,14 @@ class SamplingClient:
             raise ValueError(f"topk_prompt_logprobs must be >= 0, got {topk_prompt_logprobs}")
         tokens = self._check_prompt(prompt)
         self.usage["requests"] += 1
-        req = SampleRequest(tokens, num_samples, params, include_prompt_logprobs, topk_prompt_logprobs)
+        req = SampleRequest(tokens, num_samples, params, include_prompt_logprobs, topk_prompt_logprobs, return_text)
         return APIFuture(self._sampler.submit(req))
 
     def compute_logprobs(self, prompt: ModelInput) -> APIFuture[list[float | None]]:
         """logp of each token given the ones before it; the first entry is None."""
         tokens = self._check_prompt(prompt)
         self.usage["requests"] += 1
-        return APIFuture(self._sampler.submit(SampleRequest(tokens, 0, SamplingParams(), True, 0)))
+        return APIFuture(self._sampler.submit(SampleRequest(tokens, 0, SamplingParams(), True, 0, False)))
 
     async def sample_async(self, *args, **kwargs) -> SampleResponse:
         return await self.sample(*args, **kwargs)

@@ -37,6 +37,7 @@ class SampleRequest:
     params: SamplingParams
     include_prompt_logprobs: bool
     topk_prompt_logprobs: int
+    return_text: bool
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
 
@@ -191,7 +192,7 @@ class LocalSampler:
         for a in actives:
             seqs = [
                 SampledSequence(stop_reason=a.stop_reason[j], tokens=a.tokens[j], logprobs=a.logprobs[j],
-                                text=self.tokenizer.decode(a.tokens[j]))
+                                text=self.tokenizer.decode(a.tokens[j]) if a.req.return_text else None)
                 for j in range(a.req.num_samples)
             ]
             out_tokens = sum(len(s.tokens) for s in seqs)
