@@ -12,24 +12,12 @@ import torch
 
 import arl
 from arl.backend.local import trainer as trainer_mod
+from arl.rollout import rl_datum, sft_datum
 from conftest import TINY
 
 
 def prompt_tokens(tok, text="Q: 12+30= A:"):
     return tok.encode(text, add_special_tokens=False)
-
-
-def rl_datum(prompt, completion, old_logprobs, advantage):
-    """The DESIGN.md alignment: model_input = P + C[:-1], targets = [0]*(len(P)-1) + C."""
-    n_pad = len(prompt) - 1
-    return arl.Datum(
-        model_input=arl.ModelInput.from_ints(prompt + completion[:-1]),
-        loss_fn_inputs={
-            "target_tokens": [0] * n_pad + completion,
-            "logprobs": [0.0] * n_pad + list(old_logprobs),
-            "advantages": [0.0] * n_pad + [advantage] * len(completion),
-        },
-    )
 
 
 def grads(tc):
@@ -251,9 +239,7 @@ def test_training_changes_what_is_sampled(service):
     tok = c.get_tokenizer()
     prompt = prompt_tokens(tok)
     target = tok.encode(" 42", add_special_tokens=False) + [tok.eos_token_id]
-    d = arl.Datum(model_input=arl.ModelInput.from_ints(prompt + target[:-1]),
-                  loss_fn_inputs={"target_tokens": [0] * (len(prompt) - 1) + target,
-                                  "weights": [0.0] * (len(prompt) - 1) + [1.0] * len(target)})
+    d = sft_datum(prompt, target)
     first = c.forward_backward([d], "cross_entropy").result().metrics["loss:sum"]
     c.optim_step(arl.AdamParams(learning_rate=3e-3)).result()
     for _ in range(30):

@@ -24,6 +24,8 @@ def cmd_demo(args) -> int:
     import arl
     from tqdm import tqdm
 
+    from .rollout import sft_datum
+
     service = arl.ServiceClient(run_name="demo")
     client = service.create_full_training_client(args.model, seed=0)
     tok = client.get_tokenizer()
@@ -32,9 +34,7 @@ def cmd_demo(args) -> int:
                                      tokenize=True,
                                      return_dict=False)
     target = tok.encode(answer, add_special_tokens=False) + [tok.eos_token_id]
-    n = len(prompt) - 1
-    datum = arl.Datum(model_input=arl.ModelInput.from_ints(prompt + target[:-1]),
-                      loss_fn_inputs={"target_tokens": [0] * n + target, "weights": [0.0] * n + [1.0] * len(target)})
+    datum = sft_datum(prompt, target)
     params = arl.SamplingParams(max_tokens=12, seed=0, temperature=1.0)
 
     def show(title):
@@ -59,18 +59,75 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_list(args) -> int:
+    from .recipes import CHAPTERS
+
+    for name, (_, description) in CHAPTERS.items():
+        print(f"{name:16} {description}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    """Resolve the config (failing before any work on a bad key or value), then run the chapter."""
+    from dataclasses import asdict
+
+    from . import config
+    from .recipes import load
+    from .track import RunDir
+
+    recipe = load(args.chapter)
+    if args.help_config:
+        print(recipe.__doc__.strip(), "\n")
+        print(f"presets: {', '.join(recipe.PRESETS)}\n")
+        print(config.help_text(recipe.Config, recipe.PRESETS))
+        return 0
+    if args.resume:
+        run = RunDir.open(args.resume)
+        cfg = recipe.Config(**run.config)
+        cfg.validate()
+        print(f"resuming {run.path}")
+    else:
+        try:
+            cfg = config.resolve(recipe.Config, recipe.PRESETS, args.preset, args.overrides)
+        except ValueError as e:
+            print(f"arl run {args.chapter}: {e}", file=sys.stderr)
+            return 2
+        run = RunDir.create(args.out, args.chapter, args.name, asdict(cfg))
+        print(f"run folder: {run.path}")
+    recipe.main(cfg, run, resume=bool(args.resume))
+    print(f"report: {run.report_file}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arl", description="Agentic RL Lab: RL for LLMs and agents on a laptop CPU.")
     parser.add_argument("--threads", type=int, help="torch threads (default: ARL_NUM_THREADS or min(2, cores))")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("models", help="list the models the local engine can load")
     p.set_defaults(fn=cmd_models)
+    p = sub.add_parser("list", help="list the chapters")
+    p.set_defaults(fn=cmd_list)
+    p = sub.add_parser("run", help="run a chapter: arl run CHAPTER [--preset smoke|mini|full] [key=value ...]",
+                       add_help=False)
+    p.add_argument("chapter")
+    p.add_argument("overrides", nargs="*", help="config overrides, key=value")
+    p.add_argument("--preset", default="mini", help="smoke (seconds), mini (minutes on 2 cores) or full (a real model)")
+    p.add_argument("--out", default="runs", help="root folder of run folders (runs/CHAPTER/NAME)")
+    p.add_argument("--name", default=None, help="run folder name (default: a timestamp)")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("-h", "--help", dest="help_config", action="store_true", help="list the chapter's config fields")
+    p.set_defaults(fn=cmd_run)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")
     p.add_argument("--model", default="arl/tiny-qwen3-2m", help="base model (see `arl models`)")
     p.add_argument("--steps", type=int, default=30, help="supervised steps")
     p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
     p.set_defaults(fn=cmd_demo)
-    args = parser.parse_args(argv)
+    # key=value overrides may come after options too (`arl run grpo --preset mini loss_fn=ppo`)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command != "run" or any(e.startswith("-") or "=" not in e for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides += extra
     if args.threads:
         from . import settings
 

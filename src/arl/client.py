@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -47,12 +48,14 @@ class ServiceClient:
     """Entry point: creates training and sampling clients for the local engine.
 
     `run_name` names the folder its checkpoints go to (`arl://RUN/...`); by default each training
-    client gets a fresh one. Other keyword arguments that remote SDKs take (api_key, base_url,
-    user_metadata, ...) are accepted and ignored.
+    client gets a fresh one. `checkpoint_dir` puts them in a folder of your own instead (a run
+    folder's `checkpoints/`), and their paths are then plain folder paths. Other keyword arguments
+    that remote SDKs take (api_key, base_url, user_metadata, ...) are accepted and ignored.
     """
 
-    def __init__(self, run_name: str | None = None, **_remote_options: Any):
+    def __init__(self, run_name: str | None = None, checkpoint_dir: str | None = None, **_remote_options: Any):
         self.run_name = run_name
+        self.checkpoint_dir = checkpoint_dir
         settings.apply_threads()
 
     # -- discovery ----------------------------------------------------------------------------
@@ -94,7 +97,7 @@ class ServiceClient:
 
     def _training_client(self, spec: TrainerSpec) -> TrainingClient:
         run = self.run_name or f"{spec.base_model.split('/')[-1]}-{uuid.uuid4().hex[:8]}"
-        return TrainingClient(ENGINE.call(LocalTrainer, spec), run)
+        return TrainingClient(ENGINE.call(LocalTrainer, spec), run, self.checkpoint_dir)
 
     # -- sampling clients ---------------------------------------------------------------------
     def create_sampling_client(self, base_model: str | None = None, model_path: str | None = None,
@@ -141,10 +144,17 @@ class ServiceClient:
 class TrainingClient:
     """Trains one model. Gradients accumulate across forward_backward calls until optim_step."""
 
-    def __init__(self, trainer: LocalTrainer, run: str):
+    def __init__(self, trainer: LocalTrainer, run: str, checkpoint_dir: str | None = None):
         self._trainer = trainer
         self.run = run
         self.model_id = run
+        self._checkpoint_dir = checkpoint_dir
+
+    def _checkpoint_path(self, kind: str, name: str) -> str:
+        uri = checkpoints.make_uri(self.run, kind, name)  # validates kind and name
+        if self._checkpoint_dir is None:
+            return uri
+        return str(Path(self._checkpoint_dir).resolve() / kind / name)
 
     def _submit(self, fn: Callable, *args) -> APIFuture:
         return APIFuture(ENGINE.submit(fn, *args))
@@ -212,7 +222,7 @@ class TrainingClient:
     # -- checkpoints --------------------------------------------------------------------------
     def save_state(self, name: str, ttl_seconds: int | None = None, overwrite: bool = True) -> APIFuture[SaveStateResponse]:
         """Weights and optimizer state, for resuming (`load_state_with_optimizer`)."""
-        uri = checkpoints.make_uri(self.run, "training_state", name)
+        uri = self._checkpoint_path("training_state", name)
 
         def run():
             self._trainer.save(uri, "training_state", overwrite=overwrite)
@@ -222,7 +232,7 @@ class TrainingClient:
 
     def save_weights_for_sampler(self, name: str, ttl_seconds: int | None = None) -> APIFuture[SaveWeightsForSamplerResponse]:
         """Inference weights (a peft adapter for LoRA, full safetensors otherwise)."""
-        uri = checkpoints.make_uri(self.run, "sampler_weights", name)
+        uri = self._checkpoint_path("sampler_weights", name)
 
         def run():
             self._trainer.save(uri, "sampler_weights")

@@ -1,0 +1,72 @@
+"""Group advantage estimators: pure functions from the rewards of a group of samples to advantages.
+
+GRPO samples G completions of the same prompt and uses the group itself as the baseline, instead
+of a learned value function (DeepSeekMath, Shao et al. 2024, sec. 4.1). Suffixes carry shapes:
+`_G` one group, `_BG` a batch of B groups (groups may differ in size).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+SCALES = ("none", "std")
+
+
+def _check_scale(scale: str) -> None:
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+
+
+def _check_group(rewards_G: Sequence[float]) -> None:
+    if len(rewards_G) == 0:
+        raise ValueError("rewards_G is empty: a group needs at least one reward")
+
+
+def group_advantages(rewards_G: Sequence[float], scale: str = "none", eps: float = 1e-6) -> list[float]:
+    """Advantages of one group: A_i = r_i - mean(r), or (r_i - mean(r)) / (std(r) + eps) with scale="std".
+
+    - scale="none": the reference lab's GRPO and Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like
+      Training", sec. 3.1), which drop the std because dividing by it up-weights groups that are
+      almost all right or almost all wrong (a question-difficulty bias).
+    - scale="std": DeepSeekMath GRPO outcome supervision (sec. 4.1.2), A_i = (r_i - mean) / std. The
+      std is the sample std (N - 1), as in the reference lab's DAPO and GSPO chapters and TRL; `eps`
+      keeps an all-equal group finite.
+    """
+    _check_scale(scale)
+    _check_group(rewards_G)
+    n = len(rewards_G)
+    mean = math.fsum(rewards_G) / n
+    centered_G = [r - mean for r in rewards_G]
+    if scale == "none":
+        return centered_G
+    std = math.sqrt(math.fsum(c * c for c in centered_G) / (n - 1)) if n > 1 else 0.0
+    return [c / (std + eps) for c in centered_G]
+
+
+def is_degenerate(rewards_G: Sequence[float], tol: float = 1e-12) -> bool:
+    """True when all rewards are equal (within `tol`): every advantage is zero, so the group adds no
+    gradient and only costs compute (DAPO, Yu et al. 2025, sec. 3.2 "dynamic sampling" filters them)."""
+    _check_group(rewards_G)
+    return max(rewards_G) - min(rewards_G) <= tol
+
+
+def batch_advantages(rewards_BG: Sequence[Sequence[float]], scale: str = "none") -> tuple[list[list[float]], float]:
+    """Advantages of every group, and the fraction of degenerate groups (logged as `frac_degenerate`).
+
+    A degenerate group gets exact zeros rather than its computed values: r - mean carries rounding
+    noise (0.1 - mean([0.1, 0.1, 0.1]) = -1.4e-17, -1.4e-11 after dividing by std + eps), and a
+    non-zero advantage marks its tokens as active in the losses and their metrics.
+    """
+    _check_scale(scale)
+    if len(rewards_BG) == 0:
+        raise ValueError("rewards_BG is empty: a batch needs at least one group")
+    advantages_BG = []
+    n_degenerate = 0
+    for rewards_G in rewards_BG:
+        if is_degenerate(rewards_G):
+            n_degenerate += 1
+            advantages_BG.append([0.0] * len(rewards_G))
+        else:
+            advantages_BG.append(group_advantages(rewards_G, scale=scale))
+    return advantages_BG, n_degenerate / len(rewards_BG)

@@ -1,0 +1,64 @@
+"""SFT cold start: supervised steps on worked solutions that leave a tiny model partly competent, so
+that RL has groups with both right and wrong answers to learn from. Cached by its settings: the first
+run trains and saves a training state, every later run with the same settings loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from . import checkpoints
+from .client import ServiceClient
+from .data import Problem, format_prompt
+from .rollout import sft_datum
+from .track import progress
+from .types import AdamParams
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    model: str
+    steps: int
+    batch_size: int = 32
+    learning_rate: float = 2e-3
+    seed: int = 0
+    data_seed: int = 0
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def encode_chat(tokenizer, messages: list[dict]) -> list[int]:
+    """Prompt tokens for `messages`, ending with the assistant generation header."""
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+
+
+def run_cold_start(spec: ColdStart, train: Sequence[Problem]) -> str:
+    """Path of the training state after `spec.steps` SFT steps on `train` (trained once, then cached)."""
+    uri = checkpoints.make_uri(f"coldstart-{spec.key()}", "training_state", "final")
+    try:
+        checkpoints.read_meta(uri)
+        return uri
+    except checkpoints.CheckpointNotFoundError:
+        pass
+    service = ServiceClient(run_name=f"coldstart-{spec.key()}")
+    client = service.create_full_training_client(spec.model, seed=spec.seed)
+    tok = client.get_tokenizer()
+    examples = [(encode_chat(tok, format_prompt(p)), tok.encode(p.solution, add_special_tokens=False) + [tok.eos_token_id])
+                for p in train]
+    rng = random.Random(spec.data_seed)
+    adam = AdamParams(learning_rate=spec.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
+    with progress(spec.steps, "SFT cold start") as bar:
+        for _ in range(spec.steps):
+            batch = rng.sample(examples, min(spec.batch_size, len(examples)))
+            n_tokens = sum(len(c) for _, c in batch)
+            out = client.forward_backward([sft_datum(p, c, 1.0 / n_tokens) for p, c in batch], "cross_entropy")
+            client.optim_step(adam)
+            bar.update()
+            bar.set_metrics({"loss": out.result().metrics["loss:sum"]})
+    client.save_state("final").result()
+    return uri

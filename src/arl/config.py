@@ -1,0 +1,98 @@
+"""Chapter configs: a dataclass whose field docs are the `--help`, presets, and `key=value` overrides.
+
+A recipe declares `Config` (a dataclass; each field followed by a docstring) and `PRESETS`
+(preset name -> overrides). `resolve` turns a preset plus command-line overrides into a Config,
+failing before any work on an unknown key or a value of the wrong type.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import types
+import typing
+
+
+ALIASES = {"lr": "learning_rate", "loss": "loss_fn", "group": "group_size", "n": "group_size",
+           "batch_size": "batch_prompts", "max_new_tokens": "max_tokens", "rank": "lora_rank"}
+"""Names from other frameworks, for the did-you-mean of an unknown key."""
+
+
+def field_docs(cls) -> dict[str, str]:
+    """The docstring under each field of a dataclass, read from its source."""
+    try:
+        tree = ast.parse(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    docs, last = {}, None
+    for node in tree.body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            last = node.target.id
+        elif last and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            docs[last] = " ".join(node.value.value.split())
+            last = None
+        else:
+            last = None
+    return docs
+
+
+def _convert(name: str, text: str, annotation):
+    hint = typing.get_origin(annotation) or annotation
+    args = typing.get_args(annotation)
+    if (hint is typing.Union or hint is types.UnionType) and type(None) in args:
+        if text.lower() in ("none", "null", ""):
+            return None
+        return _convert(name, text, next(a for a in args if a is not type(None)))
+    try:
+        if annotation is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if annotation in (int, float, str):
+            return annotation(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected {annotation.__name__}") from None
+    raise ValueError(f"{name}: unsupported config type {annotation}")
+
+
+def resolve(config_cls, presets: dict[str, dict], preset: str, overrides: list[str] | dict) -> typing.Any:
+    """Config for `preset` with `overrides` ("key=value" strings or a dict) applied."""
+    if preset not in presets:
+        raise ValueError(f"--preset {preset!r}: choose one of {sorted(presets)}")
+    hints = typing.get_type_hints(config_cls)
+    names = [f.name for f in dataclasses.fields(config_cls)]
+    values = dict(presets[preset])
+    items = overrides.items() if isinstance(overrides, dict) else [_split(o) for o in overrides]
+    for key, value in items:
+        if key not in names:
+            close = [n for n in names if n == ALIASES.get(key)] or difflib.get_close_matches(key, names, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ValueError(f"unknown config key {key!r}{hint}; `arl run CHAPTER --help` lists them")
+        values[key] = _convert(key, value, hints[key]) if isinstance(value, str) and hints[key] is not str else value
+    cfg = config_cls(**values)
+    if hasattr(cfg, "validate"):
+        cfg.validate()
+    return cfg
+
+
+def _split(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ValueError(f"override {item!r}: write key=value (for example loss_fn=ppo)")
+    key, value = item.split("=", 1)
+    return key.strip().replace("-", "_"), value.strip()
+
+
+def help_text(config_cls, presets: dict[str, dict]) -> str:
+    docs = field_docs(config_cls)
+    lines = ["config fields (override with key=value):"]
+    for f in dataclasses.fields(config_cls):
+        per_preset = ", ".join(f"{p}: {v[f.name]}" for p, v in presets.items() if f.name in v)
+        default = f.default if f.default is not dataclasses.MISSING else "-"
+        lines.append(f"  {f.name} = {default!r}" + (f"   [{per_preset}]" if per_preset else ""))
+        if f.name in docs:
+            lines.append(f"      {docs[f.name]}")
+    return "\n".join(lines)

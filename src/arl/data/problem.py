@@ -1,0 +1,31 @@
+"""The one record every math task yields, and the prompt the math chapters send for it.
+
+A shared record lets a recipe switch between the mini arithmetic task and GSM8K by changing one
+loader call: rewards read `answer`, SFT cold start reads `solution`, sampling reads `format_prompt`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INSTRUCTION = "Reason briefly, then put your final answer in \\boxed{}."
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    """Stable across machines for a given source and seed, e.g. `arith-s0-test-00007`."""
+    question: str
+    answer: str
+    """The gold final answer as text (`"14"`); rewards compare against it."""
+    solution: str
+    """A short worked solution ending with `\\boxed{answer}`: the SFT target for a cold start."""
+
+
+def format_prompt(problem: Problem) -> list[dict]:
+    """Chat messages for sampling: one user turn with the question and the answer-format instruction.
+
+    No system prompt and no few-shot example: the tiny models learn the `\\boxed{}` format in the
+    SFT cold start, and a short prompt keeps CPU rollouts cheap.
+    """
+    return [{"role": "user", "content": f"{problem.question}\n{INSTRUCTION}"}]

@@ -1,0 +1,5 @@
+"""Held-out evaluation with a fixed protocol."""
+
+from .protocol import EvalResult, evaluate
+
+__all__ = ["EvalResult", "evaluate"]

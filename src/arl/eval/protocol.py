@@ -1,0 +1,46 @@
+"""A fixed evaluation protocol: greedy decoding (temperature 0), one sample per item, the same
+`max_tokens` and prompts every time, so that "before" and "after" numbers are comparable.
+
+A higher training reward does not prove improvement (it is measured on the training prompts, at
+temperature 1, on a moving policy); this is the number the chapter notes report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..types import ModelInput, SamplingParams
+
+
+@dataclass
+class EvalResult:
+    accuracy: float
+    n: int
+    mean_tokens: float
+    truncated: float
+    """Fraction of completions that hit max_tokens without stopping."""
+    items: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"accuracy": self.accuracy, "n": self.n, "mean_tokens": self.mean_tokens, "truncated": self.truncated}
+
+
+def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], reward_fn: Callable[[str, str], float],
+             max_tokens: int, stop: list[str] | None = None) -> EvalResult:
+    """Greedy-decode every prompt (submitted together, so they decode as one batch) and score it."""
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0, seed=0, stop=stop)
+    futures = [sampler.sample(ModelInput.from_ints(p), 1, params) for p in prompts]
+    items = []
+    for future, answer in zip(futures, answers):
+        seq = future.result().sequences[0]
+        items.append({"completion": seq.text, "answer": answer, "reward": reward_fn(seq.text, answer),
+                      "tokens": len(seq.tokens), "stop_reason": seq.stop_reason})
+    n = len(items)
+    return EvalResult(
+        accuracy=sum(i["reward"] for i in items) / n,
+        n=n,
+        mean_tokens=sum(i["tokens"] for i in items) / n,
+        truncated=sum(i["stop_reason"] == "length" for i in items) / n,
+        items=items,
+    )

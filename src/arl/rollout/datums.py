@@ -1,0 +1,41 @@
+"""The one place that builds datums (DESIGN.md, "Datum alignment").
+
+Position i of `model_input` predicts token i+1. For prompt P and completion C:
+`model_input = P + C[:-1]`, `target_tokens = [0]*(len(P)-1) + C`; prompt positions carry advantage 0
+and weight 0, so they never receive gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..types import Datum, ModelInput
+
+
+def rl_datum(prompt: Sequence[int], completion: Sequence[int], sampler_logprobs: Sequence[float],
+             advantage: float | Sequence[float]) -> Datum:
+    """A policy-loss datum; `advantage` is one number for the whole completion or one per token."""
+    if len(completion) == 0:
+        raise ValueError("rl_datum: the completion is empty; skip it instead of training on it")
+    if len(sampler_logprobs) != len(completion):
+        raise ValueError(f"rl_datum: {len(sampler_logprobs)} logprobs for {len(completion)} completion tokens")
+    adv_T = [float(advantage)] * len(completion) if isinstance(advantage, (int, float)) else list(advantage)
+    if len(adv_T) != len(completion):
+        raise ValueError(f"rl_datum: {len(adv_T)} advantages for {len(completion)} completion tokens")
+    n = len(prompt) - 1
+    return Datum(
+        model_input=ModelInput.from_ints(list(prompt) + list(completion[:-1])),
+        loss_fn_inputs={"target_tokens": [0] * n + list(completion), "logprobs": [0.0] * n + list(sampler_logprobs),
+                        "advantages": [0.0] * n + adv_T},
+    )
+
+
+def sft_datum(prompt: Sequence[int], completion: Sequence[int], weight: float = 1.0) -> Datum:
+    """A `cross_entropy` datum that trains on the completion only, each token with `weight` (the
+    built-in loss is a sum, so 1 / tokens-in-batch makes it a token mean)."""
+    n = len(prompt) - 1
+    return Datum(
+        model_input=ModelInput.from_ints(list(prompt) + list(completion[:-1])),
+        loss_fn_inputs={"target_tokens": [0] * n + list(completion),
+                        "weights": [0.0] * n + [float(weight)] * len(completion)},
+    )

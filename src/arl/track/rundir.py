@@ -1,0 +1,225 @@
+"""The run folder every chapter writes: `runs/<chapter>/<name>/`.
+
+    config.json        the resolved config, written once (atomically) at creation
+    metrics.jsonl      one JSON object per logged step: {"step": 3, "reward/mean": 0.41, ...}
+    rollouts.jsonl     one line per rollout row: {"step": 3, "prompt": ..., "completion": ..., ...}
+    eval/<name>.json   one file per evaluation (atomic)
+    checkpoints/       for the caller's checkpoints (see `arl.checkpoints.atomic_dir`)
+    plots/*.png        written by `arl.report.plot_metrics`
+    report.html        written by `arl.report.write_report`
+
+Whole files are replaced with `os.replace`; the two logs are append-only and fsynced on every call,
+so `kill -9` at any moment leaves a folder that `RunDir.open` and `read_metrics` still read (at worst
+the last line is torn, and it is skipped). To resume: `run = RunDir.open(path)`, load the checkpoint
+of step k, `run.truncate_after(k)`, continue from step k + 1.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+from . import _io
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+ROLLOUTS_FILE = "rollouts.jsonl"
+
+
+class NotARunError(FileNotFoundError):
+    """The path given to `RunDir.open` is not a run folder."""
+
+
+def _check_part(field: str, value: str) -> str:
+    if not isinstance(value, str) or not value or "/" in value or "\\" in value or value in (".", ".."):
+        raise ValueError(f"run {field} {value!r}: use a non-empty name without '/' (e.g. 'grpo', 'lr3e-5')")
+    return value
+
+
+def _check_step(step) -> int:
+    if hasattr(step, "item"):
+        step = step.item()
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise TypeError(f"step must be a non-negative int, got {step!r}")
+    return step
+
+
+class RunDir:
+    """One run's folder. Build it with `RunDir.create(...)` (new run) or `RunDir.open(path)` (resume,
+    report); the constructor itself does no I/O."""
+
+    def __init__(self, path: str | Path, config: dict):
+        self.path = Path(path)
+        self.config = config
+        self._repaired: set[str] = set()
+
+    # -- layout -------------------------------------------------------------------------------------
+    @property
+    def chapter(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def rollouts_file(self) -> Path:
+        return self.path / ROLLOUTS_FILE
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.path / "eval"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.path / "plots"
+
+    @property
+    def report_file(self) -> Path:
+        return self.path / "report.html"
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # -- create / open ------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, root: str | Path, chapter: str, name: str | None, config: dict) -> "RunDir":
+        """Make `root/chapter/name/` and write `config.json`. `name=None` picks a timestamp
+        (`20250101-120000`, with `-2`, `-3`... if taken). An existing folder that holds anything
+        is refused rather than mixed into."""
+        _check_part("chapter", chapter)
+        if not isinstance(config, dict):
+            raise TypeError(f"config must be a dict (e.g. dataclasses.asdict(cfg)), got {type(config).__name__}")
+        try:  # fail before touching the disk, naming what cannot be saved
+            text = _io.dumps(config, indent=2, sort_keys=False) + "\n"
+        except TypeError as e:
+            raise TypeError(f"config cannot be saved as JSON: {e}") from None
+        parent = Path(root).expanduser() / chapter
+        if name is None:
+            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            path, i = parent / stamp, 1
+            while path.exists() and any(path.iterdir()):
+                i += 1
+                path = parent / f"{stamp}-{i}"
+        else:
+            path = parent / _check_part("name", name)
+            if path.exists() and not path.is_dir():
+                raise FileExistsError(f"run folder {path} exists and is not a folder; choose another name")
+            if path.is_dir() and any(path.iterdir()):
+                raise FileExistsError(
+                    f"run folder {path} already exists and is not empty; choose another name, "
+                    f"remove the folder, or resume it with --resume (RunDir.open)")
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "checkpoints").mkdir(exist_ok=True)
+        _io.atomic_write_text(path / CONFIG_FILE, text)
+        return cls(path, json.loads(text))
+
+    @classmethod
+    def open(cls, path: str | Path) -> "RunDir":
+        """Open an existing run folder (to resume it, or to report on it)."""
+        path = Path(path).expanduser()
+        cfg_file = path / CONFIG_FILE
+        if not cfg_file.is_file():
+            what = "does not exist" if not path.exists() else f"has no {CONFIG_FILE}"
+            raise NotARunError(f"{path} is not a run folder: it {what}; pass a folder made by a run, "
+                               f"like runs/<chapter>/<name>")
+        try:
+            config = json.loads(cfg_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise NotARunError(f"{cfg_file} is not valid JSON ({e}); it was edited by hand?") from None
+        if not isinstance(config, dict):
+            raise NotARunError(f"{cfg_file} must hold a JSON object, got {type(config).__name__}")
+        return cls(path, config)
+
+    # -- logs ---------------------------------------------------------------------------------------
+    def _append(self, file: Path, objs: list[dict]) -> None:
+        if file.name not in self._repaired:  # a previous process may have died mid-line
+            _io.repair_tail(file)
+            self._repaired.add(file.name)
+        _io.append_lines(file, objs)
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        """Append `{"step": step, **metrics}` to metrics.jsonl. Keys are namespaced: `reward/mean`,
+        `loss/pg`, `rollout/len`, `time/step`."""
+        step = _check_step(step)
+        if "step" in metrics:
+            raise ValueError("metrics must not contain the key 'step'; pass it as the step argument")
+        row = {"step": step}
+        for k, v in metrics.items():
+            if not isinstance(k, str) or not k:
+                raise TypeError(f"metric keys must be non-empty strings, got {k!r}")
+            row[k] = _io.as_float(k, v)
+        self._append(self.metrics_file, [row])
+
+    def log_rollouts(self, step: int, rows: list[dict]) -> None:
+        """Append one line `{"step": step, **row}` per row to rollouts.jsonl (tokens, masks,
+        logprobs, prompt, completion, reward, advantage... whatever the chapter records)."""
+        step = _check_step(step)
+        objs = []
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise TypeError(f"rollout row {i} must be a dict, got {type(row).__name__}")
+            objs.append({"step": step, **{k: v for k, v in row.items() if k != "step"}})
+        try:  # append_lines serialises every row before it opens the file: all rows or none
+            self._append(self.rollouts_file, objs)
+        except TypeError as e:
+            raise TypeError(f"rollout rows cannot be saved as JSON: {e}") from None
+
+    def write_eval(self, name: str, result: dict) -> None:
+        """Write `eval/<name>.json` atomically (e.g. name='before', 'after', 'step100')."""
+        _check_part("eval name", name)
+        try:
+            text = _io.dumps(result, indent=2) + "\n"
+        except TypeError as e:
+            raise TypeError(f"eval result {name!r} cannot be saved as JSON: {e}") from None
+        _io.atomic_write_text(self.eval_dir / f"{name}.json", text)
+
+    def read_eval(self, name: str) -> dict:
+        file = self.eval_dir / f"{name}.json"
+        if not file.is_file():
+            have = ", ".join(self.eval_names()) or "none"
+            raise FileNotFoundError(f"no eval {name!r} in {self.path} (looked for {file}); have: {have}")
+        return json.loads(file.read_text(encoding="utf-8"))
+
+    def eval_names(self) -> list[str]:
+        if not self.eval_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.eval_dir.glob("*.json"))
+
+    def read_metrics(self) -> list[dict]:
+        """All logged metric rows, in order; a torn last line (a run killed mid-write) is skipped."""
+        return _io.read_lines(self.metrics_file)
+
+    def read_rollouts(self, step: int | None = None) -> list[dict]:
+        """Rollout rows, all of them or those of one step."""
+        rows = _io.read_lines(self.rollouts_file)
+        return rows if step is None else [r for r in rows if r.get("step") == step]
+
+    def last_step(self) -> int | None:
+        """The largest step in metrics.jsonl, or None if nothing was logged yet."""
+        steps = [r["step"] for r in self.read_metrics() if isinstance(r.get("step"), int)]
+        return max(steps) if steps else None
+
+    def truncate_after(self, step: int) -> None:
+        """Drop metric and rollout lines with step > `step` (and any torn line), each file in one
+        atomic rewrite, so a run resumed from the checkpoint of `step` continues exactly.
+        `truncate_after(-1)` empties both logs (a resume that found no checkpoint starts over)."""
+        if hasattr(step, "item"):
+            step = step.item()
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"step must be an int, got {step!r}")
+        for file in (self.metrics_file, self.rollouts_file):
+            if not file.exists():
+                continue
+            keep = [r for r in _io.read_lines(file) if not (isinstance(r.get("step"), int) and r["step"] > step)]
+            _io.atomic_write_text(file, "".join(_io.dumps(r) + "\n" for r in keep))
+            self._repaired.add(file.name)

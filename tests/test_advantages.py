@@ -1,0 +1,72 @@
+"""Group advantages against hand-computed values."""
+
+import math
+
+import pytest
+
+from arl.advantages import batch_advantages, group_advantages, is_degenerate
+
+
+def test_group_advantages_center_on_the_group_mean():
+    # mean = 0.5 -> r - 0.5
+    assert group_advantages([1.0, 0.0, 0.0, 1.0]) == [0.5, -0.5, -0.5, 0.5]
+    # mean = 0.25
+    assert group_advantages([1, 0, 0, 0]) == [0.75, -0.25, -0.25, -0.25]
+    # non-binary rewards: mean = 2 -> [-1, 0, 1]
+    assert group_advantages([1.0, 2.0, 3.0]) == [-1.0, 0.0, 1.0]
+
+
+def test_group_advantages_std_scale_uses_sample_std():
+    # centered +-0.5, sample std = sqrt(4 * 0.25 / 3) = 1/sqrt(3) -> A = 0.5 * sqrt(3) = 0.8660...
+    a_G = group_advantages([1.0, 0.0, 0.0, 1.0], scale="std", eps=0.0)
+    assert a_G == pytest.approx([0.8660254, -0.8660254, -0.8660254, 0.8660254])
+    # [1, 2, 3]: centered [-1, 0, 1], sample std = sqrt(2 / 2) = 1, eps = 1e-6
+    assert group_advantages([1.0, 2.0, 3.0], scale="std") == pytest.approx([-1 / (1 + 1e-6), 0.0, 1 / (1 + 1e-6)])
+
+
+def test_group_advantages_sum_to_zero():
+    a_G = group_advantages([0.3, 0.9, 0.1, 0.7, 0.7])
+    assert math.fsum(a_G) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_single_sample_and_equal_rewards_give_zero():
+    assert group_advantages([1.0]) == [0.0]
+    assert group_advantages([1.0], scale="std") == [0.0]
+    assert group_advantages([1.0, 1.0, 1.0], scale="std") == [0.0, 0.0, 0.0]
+
+
+def test_bad_arguments_name_the_field():
+    with pytest.raises(ValueError, match="scale"):
+        group_advantages([1.0, 0.0], scale="mean")
+    with pytest.raises(ValueError, match="rewards_G"):
+        group_advantages([])
+    with pytest.raises(ValueError, match="rewards_BG"):
+        batch_advantages([])
+    with pytest.raises(ValueError, match="scale"):
+        batch_advantages([[1.0, 1.0]], scale="z")
+
+
+def test_is_degenerate():
+    assert is_degenerate([1.0, 1.0, 1.0, 1.0])
+    assert is_degenerate([0.0, 0.0])
+    assert is_degenerate([0.5])
+    assert not is_degenerate([1.0, 0.0, 1.0])
+    assert is_degenerate([0.1, 0.1 + 1e-15])
+    assert not is_degenerate([0.1, 0.1 + 1e-15], tol=0.0)
+
+
+def test_batch_advantages_zero_degenerate_groups_and_count_them():
+    rewards_BG = [[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.0, 1.0]]
+    advantages_BG, frac_degenerate = batch_advantages(rewards_BG)
+    assert advantages_BG == [[0.75, -0.25, -0.25, -0.25], [0.0] * 4, [0.0] * 4, [-0.5, 0.5]]
+    assert frac_degenerate == 0.5
+
+
+def test_batch_advantages_give_exact_zeros_for_equal_rewards():
+    # 0.1 - mean([0.1] * 3) is rounding noise (-1.4e-17), larger still once divided by std + eps
+    assert batch_advantages([[0.1, 0.1, 0.1]])[0] == [[0.0, 0.0, 0.0]]
+    advantages_BG, frac_degenerate = batch_advantages([[0.1, 0.1, 0.1], [0.0, 2.0]], scale="std")
+    assert advantages_BG[0] == [0.0, 0.0, 0.0]
+    # [0, 2]: centered [-1, 1], sample std = sqrt(2) -> -+1/sqrt(2)
+    assert advantages_BG[1] == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)])
+    assert frac_degenerate == 0.5

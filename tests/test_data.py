@@ -1,0 +1,137 @@
+"""The arithmetic mini task (fixed, disjoint, well-formed splits) and the GSM8K loader."""
+
+import hashlib
+import json
+import re
+
+import pytest
+
+from arl.data import INSTRUCTION, Problem, format_prompt, load_gsm8k, make_split
+from arl.data.arithmetic import MAX_VALUE
+from arl.rewards import boxed_reward
+
+STEP = re.compile(r"^(\d+) ([+*-]) (\d+) = (\d+)$")
+
+
+@pytest.fixture(scope="module")
+def split():
+    return make_split(seed=0)
+
+
+def test_sizes_and_ids(split):
+    train, test = split
+    assert (len(train), len(test)) == (2000, 200)
+    assert all(isinstance(p, Problem) for p in train + test)
+    assert len({p.id for p in train + test}) == 2200
+    assert test[7].id == "arith-s0-test-00007"
+
+
+def test_train_and_test_are_disjoint_and_free_of_repeats(split):
+    train, test = split
+    train_q, test_q = {p.question for p in train}, {p.question for p in test}
+    assert len(train_q) == len(train) and len(test_q) == len(test)
+    assert not train_q & test_q
+
+
+def test_same_seed_same_split_on_every_machine(split):
+    # A golden value, not just a second call: it fails if the generator depends on anything but the
+    # seed (hash randomisation, platform, dict order). Changing the task on purpose changes it too.
+    train, test = split
+    assert test[0].question == (
+        "Diego saves 8 dollars every week for 4 weeks. Then he spends 14 of them on a cake. "
+        "After that, he spends 5 of them on a map. How many dollars does Diego have now?"
+    )
+    text = "\n".join(f"{p.id}|{p.question}|{p.answer}|{p.solution}" for p in train + test)
+    assert hashlib.sha256(text.encode()).hexdigest() == "bb6abbbc6e771a8316dd161d2e1980c8478779397f05678a021b0957ab037c15"
+    assert make_split(seed=0) == split
+    assert make_split(seed=1)[1] != test
+
+
+def test_test_split_does_not_depend_on_n_train(split):
+    train, test = split
+    small_train, same_test = make_split(seed=0, n_train=10)
+    assert same_test == test
+    assert small_train == train[:10]
+
+
+def test_every_problem_is_well_formed(split):
+    train, test = split
+    for p in train + test:
+        *lines, last = p.solution.split("\n")
+        assert last == f"The answer is \\boxed{{{p.answer}}}"
+        assert 2 <= len(lines) <= 4, p
+        for line in lines:  # each step is correct arithmetic on small non-negative numbers
+            a, op, b, result = STEP.match(line).groups()
+            a, b, result = int(a), int(b), int(result)
+            assert result == {"+": a + b, "-": a - b, "*": a * b}[op], line
+            assert 0 <= result <= MAX_VALUE and a <= MAX_VALUE and b <= MAX_VALUE, line
+        assert int(p.answer) == result and 0 <= int(p.answer) <= MAX_VALUE
+        assert len(p.question.split()) < 60
+        assert boxed_reward(p.solution, p.answer) == 1.0
+
+
+def test_the_task_is_varied(split):
+    train, _ = split
+    ops = {STEP.match(line).group(2) for p in train for line in p.solution.split("\n")[:-1]}
+    assert ops == {"+", "-", "*"}
+    markers = ["have now?", "dollars each", "as many", " than ", "every", "There are"]
+    for marker in markers:
+        assert sum(marker in p.question for p in train) > 100, marker
+    answers = {p.answer for p in train}
+    assert len(answers) > 150
+
+
+def test_bad_sizes_name_the_field():
+    with pytest.raises(ValueError, match="n_train"):
+        make_split(n_train=-1)
+    with pytest.raises(ValueError, match="n_test"):
+        make_split(n_test=2.5)
+
+
+def test_format_prompt(split):
+    problem = split[1][0]
+    messages = format_prompt(problem)
+    assert messages == [{"role": "user", "content": f"{problem.question}\n{INSTRUCTION}"}]
+    assert "\\boxed{}" in INSTRUCTION
+
+
+GSM8K_ROWS = [
+    {
+        "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
+        "to friends in May. How many clips did Natalia sell altogether in April and May?",
+        "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+        "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72",
+    },
+    {"question": "A farm has 1,200 hens and buys 300 more. How many hens now?", "answer": "1200+300=1500\n#### 1,500"},
+]
+
+
+def test_load_gsm8k(tmp_path):
+    path = tmp_path / "test.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in GSM8K_ROWS) + "\n\n")
+    first, second = load_gsm8k(path)
+    assert first.id == "gsm8k-test-0"
+    assert first.question == GSM8K_ROWS[0]["question"]
+    assert first.answer == "72"
+    assert first.solution == (
+        "Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips altogether in April and May.\n"
+        "The answer is \\boxed{72}"
+    )
+    assert second.answer == "1500"
+    assert boxed_reward(second.solution, second.answer) == 1.0
+
+
+def test_load_gsm8k_missing_file_says_how_to_get_it(tmp_path):
+    missing = tmp_path / "gsm8k" / "test.jsonl"
+    with pytest.raises(FileNotFoundError, match="never downloads") as info:
+        load_gsm8k(missing)
+    message = str(info.value)
+    assert str(missing) in message
+    assert "grade_school_math/data/test.jsonl" in message and "openai/gsm8k" in message
+
+
+def test_load_gsm8k_rejects_a_record_without_final_answer(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
+    with pytest.raises(ValueError, match="record 0"):
+        load_gsm8k(path)

@@ -1,0 +1,99 @@
+"""The boxed-answer verifier on the strings that trip up simple extractors."""
+
+import threading
+
+import pytest
+
+from arl.rewards import boxed_reward, extract_boxed, normalize_answer
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"The answer is \boxed{42}.", "42"),
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),
+        (r"\boxed{\frac{\sqrt{3}}{2}} done", r"\frac{\sqrt{3}}{2}"),
+        (r"first \boxed{1}, then \boxed{2}, finally \boxed{3}", "3"),
+        (r"\boxed{ 42 }", " 42 "),
+        (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),  # escaped braces do not close the box
+        (r"\boxed{}", ""),
+        ("no box here", None),
+        ("", None),
+        (r"\boxed{12", None),
+        (r"\boxed{\frac{1}{2}", None),
+        (r"\boxed{7} and then \boxed{8", None),  # the last box decides, even when unfinished
+        (r"\boxed 5", None),
+    ],
+)
+def test_extract_boxed(text, expected):
+    assert extract_boxed(text) == expected
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("42", "42"),
+        ("  42 ", "42"),
+        ("42.", "42"),
+        ("3.50", "3.50"),
+        ("1,000", "1000"),
+        ("1,234,567", "1234567"),
+        ("12,34", "12,34"),  # not a thousands separator
+        ("(1, 2)", "(1, 2)"),
+        ("$5$", "5"),
+        ("\\$18", "18"),
+        ("+7", "7"),
+        ("-7", "-7"),
+        ("x = 5", "x = 5"),
+        (r"\frac{1}{2}", r"\frac{1}{2}"),
+    ],
+)
+def test_normalize_answer(raw, expected):
+    assert normalize_answer(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "completion, answer, reward",
+    [
+        (r"12 + 7 = 19. The answer is \boxed{19}", "19", 1.0),
+        (r"\boxed{ 42 }", "42", 1.0),
+        (r"\boxed{42.}", "42", 1.0),
+        (r"\boxed{1,000}", "1000", 1.0),
+        (r"\boxed{$1,000$}", "1,000", 1.0),
+        (r"\boxed{+3}", "3", 1.0),
+        (r"\boxed{41}", "42", 0.0),
+        (r"\boxed{42} no wait \boxed{41}", "42", 0.0),
+        (r"\boxed{41} no wait \boxed{42}", "42", 1.0),
+        (r"\boxed{42} no wait \boxed{4", "42", 0.0),
+        ("42", "42", 0.0),  # no box, no reward: the format is part of the task
+        (r"\boxed{}", "42", 0.0),
+    ],
+)
+def test_boxed_reward(completion, answer, reward):
+    assert boxed_reward(completion, answer) == reward
+
+
+def test_math_verify_decides_equivalent_forms():
+    pytest.importorskip("math_verify")
+    assert boxed_reward(r"\boxed{\frac{1}{2}}", "0.5") == 1.0
+    assert boxed_reward(r"\boxed{0.5}", r"\frac{1}{2}") == 1.0
+    assert boxed_reward(r"\boxed{14.0}", "14") == 1.0
+    assert boxed_reward(r"\boxed{\frac{1}{3}}", "0.5") == 0.0
+
+
+def test_without_math_verify_only_exact_matches_count(monkeypatch):
+    import arl.rewards.boxed as boxed
+
+    monkeypatch.setattr(boxed, "math_verify", None)
+    assert boxed_reward(r"\boxed{\frac{1}{2}}", "0.5") == 0.0
+    assert boxed_reward(r"\boxed{1,000.}", "1000") == 1.0
+
+
+def test_math_verify_runs_in_worker_threads():
+    # math-verify's default timeout uses signal.alarm, which raises outside the main thread
+    pytest.importorskip("math_verify")
+    rewards = []
+    worker = threading.Thread(target=lambda: rewards.append(boxed_reward(r"\boxed{0.5}", "1/2")))
+    worker.start()
+    worker.join()
+    assert rewards == [1.0]
