@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import checkpoints, models, settings
+from . import checkpoints, losses, models, settings
 from .backend.local.engine import ENGINE
 from .backend.local.sampler import LocalSampler, SampleRequest
 from .backend.local.trainer import LocalTrainer, TrainerSpec, sampling_model_from_checkpoint
@@ -65,7 +65,7 @@ class ServiceClient:
     def get_server_capabilities(self) -> dict:
         return {"supported_models": self.get_supported_models(), "backend": "local",
                 "device": str(settings.torch_device()), "lora_ranks": list(LORA_RANKS),
-                "loss_fns": ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro"]}
+                "loss_fns": sorted(losses.LOSSES)}
 
     # -- training clients ---------------------------------------------------------------------
     def create_lora_training_client(self, base_model: str, rank: int = 32, seed: int | None = None,
@@ -90,8 +90,7 @@ class ServiceClient:
 
     def _client_from_checkpoint(self, path: str, with_optimizer: bool) -> TrainingClient:
         _, meta = checkpoints.read_meta(path)
-        spec = TrainerSpec(**{k: meta[k] for k in ("base_model", "lora_rank", "seed", "train_mlp", "train_attn", "train_unembed")})
-        client = self._training_client(spec)
+        client = self._training_client(TrainerSpec.from_meta(meta))
         ENGINE.call(client._trainer.load, path, with_optimizer=with_optimizer)
         return client
 

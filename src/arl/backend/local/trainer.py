@@ -33,6 +33,11 @@ class TrainerSpec:
     train_attn: bool = True
     train_unembed: bool = True
 
+    @classmethod
+    def from_meta(cls, meta: dict) -> "TrainerSpec":
+        """The spec recorded in a checkpoint's arl_checkpoint.json."""
+        return cls(**{k: meta[k] for k in ("base_model", "lora_rank", "seed", "train_mlp", "train_attn", "train_unembed")})
+
 
 def lora_config(spec: TrainerSpec):
     from peft import LoraConfig
@@ -279,8 +284,7 @@ def sampling_model_from_checkpoint(path: str):
     loaded = models.load_model(meta["base_model"])
     model = loaded.model.to(settings.torch_device())
     if meta["lora_rank"] is not None:
-        spec = TrainerSpec(**{k: meta[k] for k in ("base_model", "lora_rank", "seed", "train_mlp", "train_attn", "train_unembed")})
-        model = apply_lora(model, spec)
+        model = apply_lora(model, TrainerSpec.from_meta(meta))
         load_weights(model, folder, meta)
         model = merge_lora(model)
     else:
