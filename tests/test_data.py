@@ -135,3 +135,12 @@ def test_load_gsm8k_rejects_a_record_without_final_answer(tmp_path):
     path.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
     with pytest.raises(ValueError, match="record 0"):
         load_gsm8k(path)
+
+
+def test_small_level_is_easy_disjoint_and_fixed():
+    train, test = make_split(seed=0, n_train=500, n_test=50, level="small")
+    assert not {p.question for p in train} & {p.question for p in test}
+    assert all(0 <= int(p.answer) <= 44 and 2 <= len(p.solution.splitlines()) <= 3 for p in train + test)
+    assert make_split(seed=0, n_train=500, n_test=50, level="small") == (train, test)
+    with pytest.raises(ValueError, match="level='hard'"):
+        make_split(level="hard")

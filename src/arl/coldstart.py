@@ -27,6 +27,8 @@ class ColdStart:
     learning_rate: float = 2e-3
     seed: int = 0
     data_seed: int = 0
+    task: str = "arithmetic"
+    """What `train` is (part of the cache key: another task must not reuse this cold start)."""
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]

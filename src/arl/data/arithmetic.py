@@ -190,10 +190,32 @@ def _containers(rng: random.Random, steps: _Steps) -> tuple[str, int]:
     return f"{text}. How many {noun} are in the {plural} now?", count
 
 
+def _small_inventory(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+    """Zoe has 9 shells. She finds 4 more, then sells 6. How many shells ...? (1-2 steps of + and -,
+    small numbers: few enough arithmetic facts that a tiny model learns some in minutes of SFT)."""
+    (name, pronoun), (other, _) = rng.sample(NAMES, 2)
+    noun = rng.choice(OBJECTS)
+    count = start = rng.randint(2, 20)
+    clauses = []
+    for _ in range(rng.randint(1, 2)):
+        if rng.random() < 0.5:
+            n = rng.randint(1, 12)
+            count = steps(count, "+", n)
+            clauses.append(rng.choice(GAINS).format(n=n, other=other))
+        else:
+            n = rng.randint(1, max(1, count))
+            count = steps(count, "-", n)
+            clauses.append(rng.choice(LOSSES).format(n=n, other=other))
+    question = f"{name} has {start} {noun}. {pronoun.capitalize()} {', then '.join(clauses)}. How many {noun} does {name} have now?"
+    return question, count
+
+
 TEMPLATES = (_inventory, _shopping, _comparison, _rate, _containers)
+LEVELS = {"standard": TEMPLATES, "small": (_small_inventory,)}
+"""`standard`: all templates, 2-4 steps; `small`: the mini chapters' level, which tiny models can learn."""
 
 
-def _draw(rng: random.Random, n: int, seen: set[str], id_prefix: str) -> list[Problem]:
+def _draw(rng: random.Random, n: int, seen: set[str], id_prefix: str, templates=TEMPLATES) -> list[Problem]:
     """Draw `n` problems whose questions are not in `seen` (and add them to it)."""
     problems: list[Problem] = []
     attempts = 0
@@ -203,7 +225,7 @@ def _draw(rng: random.Random, n: int, seen: set[str], id_prefix: str) -> list[Pr
             raise RuntimeError(f"could not draw {n} distinct arithmetic problems; ask for fewer")
         steps = _Steps()
         try:
-            question, answer = rng.choice(TEMPLATES)(rng, steps)
+            question, answer = rng.choice(templates)(rng, steps)
         except _OutOfRange:
             continue
         if question in seen:  # keeps train and test disjoint, and each split free of repeats
@@ -214,13 +236,17 @@ def _draw(rng: random.Random, n: int, seen: set[str], id_prefix: str) -> list[Pr
     return problems
 
 
-def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[list[Problem], list[Problem]]:
-    """Return `(train, test)`: fixed for a given seed on every machine, disjoint by question text."""
+def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200,
+               level: str = "standard") -> tuple[list[Problem], list[Problem]]:
+    """Return `(train, test)`: fixed for a given seed and level on every machine, disjoint by question text."""
+    if level not in LEVELS:
+        raise ValueError(f"level={level!r}: choose one of {sorted(LEVELS)}")
     for field, value in (("n_train", n_train), ("n_test", n_test)):
         if not isinstance(value, int) or value < 0:
             raise ValueError(f"{field} must be a non-negative integer, got {value!r}")
     rng = random.Random(seed)
     seen: set[str] = set()
-    test = _draw(rng, n_test, seen, f"arith-s{seed}-test")
-    train = _draw(rng, n_train, seen, f"arith-s{seed}-train")
+    prefix = f"arith-s{seed}" if level == "standard" else f"arith-{level}-s{seed}"
+    test = _draw(rng, n_test, seen, f"{prefix}-test", LEVELS[level])
+    train = _draw(rng, n_train, seen, f"{prefix}-train", LEVELS[level])
     return train, test

@@ -42,7 +42,7 @@ class Config:
     """Prompts per step."""
     group_size: int = 8
     """Samples per prompt; the group mean is each sample's baseline."""
-    max_tokens: int = 48
+    max_tokens: int = 40
     """Max new tokens per sample."""
     temperature: float = 1.0
     """Sampling temperature for training rollouts."""
@@ -52,12 +52,14 @@ class Config:
     """Global gradient-norm clip (0 = off)."""
     lora_rank: int = 0
     """0 = full fine-tuning (the tiny models), else a LoRA rank."""
-    sft_steps: int = 400
+    sft_steps: int = 600
     """Cold-start SFT steps before RL (cached across runs with the same settings)."""
-    sft_learning_rate: float = 2e-3
+    sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
     data: str = "arithmetic"
     """arithmetic (generated mini task) or a path to a GSM8K jsonl file."""
+    level: str = "small"
+    """Difficulty of the generated task: small (1-2 steps, small numbers) or standard (2-4 steps)."""
     n_train: int = 2000
     """Generated training problems."""
     n_test: int = 200
@@ -96,7 +98,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if cfg.threads:
         configure(num_threads=cfg.threads)
     if cfg.data == "arithmetic":
-        train, test = make_split(seed=0, n_train=cfg.n_train, n_test=cfg.n_test)
+        train, test = make_split(seed=0, n_train=cfg.n_train, n_test=cfg.n_test, level=cfg.level)
     else:
         train, test = load_gsm8k(cfg.data), load_gsm8k(cfg.data.replace("train", "test"))[: cfg.n_test]
     service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
@@ -182,7 +184,8 @@ def _start(cfg: Config, run: RunDir, service: ServiceClient, train, resume: bool
             return saved["step"], service.create_training_client_from_state_with_optimizer(saved["path"])
         run.truncate_after(-1)
     if cfg.sft_steps > 0:
-        state = run_cold_start(ColdStart(cfg.model, cfg.sft_steps, learning_rate=cfg.sft_learning_rate), train)
+        task = f"{cfg.data}-{cfg.level}-{cfg.n_train}"
+        state = run_cold_start(ColdStart(cfg.model, cfg.sft_steps, learning_rate=cfg.sft_learning_rate, task=task), train)
         client = service.create_training_client_from_state(state)  # fresh optimizer for the RL phase
     elif cfg.lora_rank:
         client = service.create_lora_training_client(cfg.model, rank=cfg.lora_rank, seed=cfg.seed)
