@@ -145,7 +145,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 fb = client.forward_backward(datums, cfg.loss_fn)
                 optim = client.optim_step(adam)
                 out, opt = fb.result(), optim.result()
-                metrics.update(_train_metrics(cfg.loss_fn, out, kept, prompts, opt.metrics))
+                metrics.update(_train_metrics(cfg.loss_fn, out, kept, opt.metrics))
             t_total = time.perf_counter() - t0
 
             # 6. log
@@ -163,7 +163,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
                 metrics["eval/accuracy"] = held_out(step + 1, client.save_weights_and_get_sampling_client())
             run.log_metrics(step + 1, metrics)
-            run.log_rollouts(step + 1, _rollout_rows(tok, problems, prompts, groups, rewards_BG, adv_BG))
+            run.log_rollouts(step + 1, _rollout_rows(problems, groups, rewards_BG, adv_BG))
             tracker.log(step + 1, metrics)
             if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
                 _save(run, client, step + 1)
@@ -199,7 +199,7 @@ def _save(run: RunDir, client, step: int) -> None:
     checkpoints.write_json(run.checkpoints_dir / "latest.json", {"step": step, "path": path})
 
 
-def _train_metrics(loss_fn: str, out, kept, prompts, optim_metrics) -> dict[str, float]:
+def _train_metrics(loss_fn: str, out, kept, optim_metrics) -> dict[str, float]:
     """Trainer-side metrics, and how far the sampler's logprobs are from the trainer's for the same
     tokens (should be ~0 on the local engine; large gaps mean off-policy data)."""
     gaps = []
@@ -214,7 +214,7 @@ def _train_metrics(loss_fn: str, out, kept, prompts, optim_metrics) -> dict[str,
     return m
 
 
-def _rollout_rows(tok, problems, prompts, groups, rewards_BG, adv_BG) -> list[dict]:
+def _rollout_rows(problems, groups, rewards_BG, adv_BG) -> list[dict]:
     return [{"prompt": p.question, "answer": p.answer, "completion": s.text, "tokens": s.tokens, "logprobs": s.logprobs,
              "reward": r, "advantage": a, "stop_reason": s.stop_reason}
             for p, seqs, rs, advs in zip(problems, groups, rewards_BG, adv_BG) for s, r, a in zip(seqs, rs, advs)]

@@ -61,7 +61,6 @@ class LocalSampler:
     """Serves `sample` / `compute_logprobs` for one frozen model; batches run on the engine thread."""
 
     def __init__(self, model, tokenizer, context_length: int, usage: dict):
-        self.model = model
         self.tokenizer = tokenizer
         self.context_length = context_length
         self.decoder = Decoder(model)
