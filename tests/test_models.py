@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import time
 
@@ -221,11 +222,13 @@ def test_smollm2_loads_and_generates(home):
     assert time.perf_counter() - start < 5.0  # the cached safetensors copy, not the GGUF
 
 
-def test_folder_from_an_older_build_is_rebuilt(home):
+@pytest.mark.parametrize("field", ["build_version", "builder"])
+def test_folder_from_an_older_build_is_rebuilt(home, field):
     folder = model_dir(TINY)
     manifest = folder / "arl_model.json"
-    current = f'"build_version": {tiny.BUILD_VERSION}'
-    manifest.write_text(manifest.read_text().replace(current, '"build_version": 0'))
+    stamp = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**stamp, field: "older"}))
     assert model_dir(TINY) == folder
-    assert current in manifest.read_text()
+    assert json.loads(manifest.read_text())[field] == stamp[field]
+    assert stamp["builder"] == tiny.builder_hash()
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary folders left

@@ -8,6 +8,7 @@ stream (see `init_weights`) rather than torch's CPU-dependent normal sampler.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +21,8 @@ from arl.models import cache
 from arl.models import tokenizer as tok
 
 BUILD_VERSION = 1
-"""Bump when the corpus, tokenizer or configs change, so cached folders are rebuilt."""
+"""Bump when the corpus, tokenizer or configs change, so cached folders are rebuilt (the manifest also
+records a hash of the builder's source, so a forgotten bump cannot leave a stale model in use)."""
 CONTEXT_LENGTH = 2048
 
 
@@ -126,7 +128,17 @@ def build(spec: TinySpec, folder: Path) -> dict:
     return {"seed": spec.seed, "params": count_parameters(model)}
 
 
+@lru_cache(maxsize=1)
+def builder_hash() -> str:
+    """Hash of the modules that decide a tiny model's bytes (this one, the corpus and the tokenizer)."""
+    from arl.models import corpus
+    digest = hashlib.sha256()
+    for module in (__file__, corpus.__file__, tok.__file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def model_dir(spec: TinySpec) -> Path:
     """The built model in the cache, building it first if missing or from an older build."""
-    stamp = {"name": spec.name, "build_version": BUILD_VERSION}
+    stamp = {"name": spec.name, "build_version": BUILD_VERSION, "builder": builder_hash()}
     return cache.ensure_built(cache.cache_dir(spec.name), stamp, lambda tmp: build(spec, tmp))
