@@ -16,13 +16,15 @@ $(BIN)/arl: pyproject.toml
 setup: $(BIN)/arl
 
 run: setup
-	$(BIN)/arl demo
+	$(BIN)/arl run grpo --preset mini
 
 test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
+	$(BIN)/pip install -q ".[bench]"
 	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_grpo_trl.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

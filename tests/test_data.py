@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from arl.coldstart import ColdStart, sft_targets
 from arl.data import INSTRUCTION, Problem, format_prompt, load_gsm8k, make_split
 from arl.data.arithmetic import MAX_VALUE
 from arl.rewards import boxed_reward
@@ -144,3 +145,26 @@ def test_small_level_is_easy_disjoint_and_fixed():
     assert make_split(seed=0, n_train=500, n_test=50, level="small") == (train, test)
     with pytest.raises(ValueError, match="level='hard'"):
         make_split(level="hard")
+
+
+def test_chain_level_needs_two_or_three_steps_on_numbers_below_ten():
+    train, test = make_split(seed=0, n_train=500, n_test=50, level="chain")
+    assert not {p.question for p in train} & {p.question for p in test}
+    for p in train + test:
+        *steps, last = p.solution.splitlines()
+        assert 2 <= len(steps) <= 3 and last == f"The answer is \\boxed{{{p.answer}}}"
+        for line in steps:
+            a, op, b, _, result = line.split()
+            assert int(b) <= 9 and 0 <= int(result) == (int(a) + int(b) if op == "+" else int(a) - int(b))
+    assert make_split(seed=0, n_train=500, n_test=50, level="chain") == (train, test)
+
+
+def test_cold_start_targets_drop_the_box_for_a_plain_share():
+    train, _ = make_split(seed=0, n_train=400, n_test=0, level="small")
+    assert sft_targets(ColdStart("arl/tiny-qwen3-0.5m", 1), train) == [p.solution for p in train]
+    mixed = sft_targets(ColdStart("arl/tiny-qwen3-0.5m", 1, plain_fraction=0.6), train)
+    plain = [(t, p) for t, p in zip(mixed, train) if t != p.solution]
+    assert 0.52 < len(plain) / len(train) < 0.68
+    for t, p in plain:
+        assert t == p.solution.replace(f"\\boxed{{{p.answer}}}", p.answer) and boxed_reward(t, p.answer) == 0.0
+    assert mixed == sft_targets(ColdStart("arl/tiny-qwen3-0.5m", 5, plain_fraction=0.6), train)  # fixed per problem

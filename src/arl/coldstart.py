@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from . import checkpoints
 from .client import ServiceClient
 from .data import Problem, format_prompt
+from .models import model_dir
+from .models.cache import read_manifest
 from .rollout import sft_datum
 from .track import progress
 from .types import AdamParams
@@ -27,16 +29,36 @@ class ColdStart:
     learning_rate: float = 2e-3
     seed: int = 0
     data_seed: int = 0
+    plain_fraction: float = 0.0
+    """Share of training problems whose target states the final answer without the `\\boxed{}` the
+    prompt asks for (as scraped data does now and then); drawn per problem from `data_seed`."""
     task: str = "arithmetic"
     """What `train` is (part of the cache key: another task must not reuse this cold start)."""
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        """Cache key: these settings and the base model's build manifest (a rebuilt model retrains)."""
+        base = read_manifest(model_dir(self.model))
+        return hashlib.sha256(json.dumps([asdict(self), base], sort_keys=True).encode()).hexdigest()[:12]
 
 
 def encode_chat(tokenizer, messages: list[dict]) -> list[int]:
     """Prompt tokens for `messages`, ending with the assistant generation header."""
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+
+
+def sft_targets(spec: ColdStart, train: Sequence[Problem]) -> list[str]:
+    """Each problem's SFT target: its worked solution, for a `plain_fraction` share with the final
+    `\\boxed{answer}` written as the plain answer."""
+    rng = random.Random(f"plain-{spec.data_seed}")
+    return [_unboxed(p.solution) if rng.random() < spec.plain_fraction else p.solution for p in train]
+
+
+def _unboxed(solution: str) -> str:
+    head, sep, tail = solution.rpartition("\\boxed{")
+    if not sep:
+        return solution
+    inner, _, rest = tail.partition("}")
+    return head + inner + rest
 
 
 def run_cold_start(spec: ColdStart, train: Sequence[Problem]) -> str:
@@ -50,8 +72,8 @@ def run_cold_start(spec: ColdStart, train: Sequence[Problem]) -> str:
     service = ServiceClient(run_name=f"coldstart-{spec.key()}")
     client = service.create_full_training_client(spec.model, seed=spec.seed)
     tok = client.get_tokenizer()
-    examples = [(encode_chat(tok, format_prompt(p)), tok.encode(p.solution, add_special_tokens=False) + [tok.eos_token_id])
-                for p in train]
+    examples = [(encode_chat(tok, format_prompt(p)), tok.encode(t, add_special_tokens=False) + [tok.eos_token_id])
+                for p, t in zip(train, sft_targets(spec, train))]
     rng = random.Random(spec.data_seed)
     adam = AdamParams(learning_rate=spec.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
     with progress(spec.steps, "SFT cold start") as bar:

@@ -190,29 +190,36 @@ def _containers(rng: random.Random, steps: _Steps) -> tuple[str, int]:
     return f"{text}. How many {noun} are in the {plural} now?", count
 
 
-def _small_inventory(rng: random.Random, steps: _Steps) -> tuple[str, int]:
-    """Zoe has 9 shells. She finds 4 more, then sells 6. How many shells ...? (1-2 steps of + and -,
+def _small_inventory(rng: random.Random, steps: _Steps, n_steps=(1, 2), start_max: int = 20,
+                     operand_max: int = 12, capped_loss: bool = False) -> tuple[str, int]:
+    """Zoe has 9 shells. She finds 4 more, then sells 6. How many shells ...? (a few steps of + and -,
     small numbers: few enough arithmetic facts that a tiny model learns some in minutes of SFT)."""
     (name, pronoun), (other, _) = rng.sample(NAMES, 2)
     noun = rng.choice(OBJECTS)
-    count = start = rng.randint(2, 20)
+    count = start = rng.randint(2, start_max)
     clauses = []
-    for _ in range(rng.randint(1, 2)):
+    for _ in range(rng.randint(*n_steps)):
         if rng.random() < 0.5:
-            n = rng.randint(1, 12)
+            n = rng.randint(1, operand_max)
             count = steps(count, "+", n)
             clauses.append(rng.choice(GAINS).format(n=n, other=other))
         else:
-            n = rng.randint(1, max(1, count))
+            n = rng.randint(1, max(1, min(count, operand_max) if capped_loss else count))
             count = steps(count, "-", n)
             clauses.append(rng.choice(LOSSES).format(n=n, other=other))
     question = f"{name} has {start} {noun}. {pronoun.capitalize()} {', then '.join(clauses)}. How many {noun} does {name} have now?"
     return question, count
 
 
+def _chain(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+    """Two or three steps of + and - on numbers below 10: hard to answer without writing the steps."""
+    return _small_inventory(rng, steps, n_steps=(2, 3), start_max=15, operand_max=9, capped_loss=True)
+
+
 TEMPLATES = (_inventory, _shopping, _comparison, _rate, _containers)
-LEVELS = {"standard": TEMPLATES, "small": (_small_inventory,)}
-"""`standard`: all templates, 2-4 steps; `small`: the mini chapters' level, which tiny models can learn."""
+LEVELS = {"standard": TEMPLATES, "small": (_small_inventory,), "chain": (_chain,)}
+"""`standard`: all templates, 2-4 steps; `small`: 1-2 steps on small numbers; `chain`: 2-3 steps on
+numbers below 10 (the mini chapters' level: tiny models learn its facts, but only by writing the steps)."""
 
 
 def _draw(rng: random.Random, n: int, seen: set[str], id_prefix: str, templates=TEMPLATES) -> list[Problem]:

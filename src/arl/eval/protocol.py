@@ -20,27 +20,44 @@ class EvalResult:
     mean_tokens: float
     truncated: float
     """Fraction of completions that hit max_tokens without stopping."""
+    format_rate: float | None = None
+    """Fraction with an answer in the requested format (when `evaluate` was given `extract`)."""
     items: list[dict] = field(default_factory=list)
 
+    @property
+    def accuracy_given_format(self) -> float | None:
+        """Accuracy among the answers given in the requested format: separates "learned the format"
+        from "learned the task" when both move."""
+        if not self.format_rate:
+            return None
+        return sum(i["reward"] for i in self.items if i["extracted"] is not None) / (self.format_rate * self.n)
+
     def summary(self) -> dict:
-        return {"accuracy": self.accuracy, "n": self.n, "mean_tokens": self.mean_tokens, "truncated": self.truncated}
+        out = {"accuracy": self.accuracy, "n": self.n, "mean_tokens": self.mean_tokens, "truncated": self.truncated}
+        if self.format_rate is not None:
+            out.update(format_rate=self.format_rate, accuracy_given_format=self.accuracy_given_format)
+        return out
 
 
 def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], reward_fn: Callable[[str, str], float],
-             max_tokens: int, stop: list[str] | None = None) -> EvalResult:
-    """Greedy-decode every prompt (submitted together, so they decode as one batch) and score it."""
+             max_tokens: int, stop: list[str] | None = None,
+             extract: Callable[[str], str | None] | None = None) -> EvalResult:
+    """Greedy-decode every prompt (submitted together, so they decode as one batch) and score it;
+    `extract` (the reward's answer extractor) adds the format rate."""
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, seed=0, stop=stop)
     futures = [sampler.sample(ModelInput.from_ints(p), 1, params) for p in prompts]
     items = []
     for future, answer in zip(futures, answers):
         seq = future.result().sequences[0]
         items.append({"completion": seq.text, "answer": answer, "reward": reward_fn(seq.text, answer),
-                      "tokens": len(seq.tokens), "stop_reason": seq.stop_reason})
+                      "tokens": len(seq.tokens), "stop_reason": seq.stop_reason,
+                      "extracted": extract(seq.text) if extract else None})
     n = len(items)
     return EvalResult(
         accuracy=sum(i["reward"] for i in items) / n,
         n=n,
         mean_tokens=sum(i["tokens"] for i in items) / n,
         truncated=sum(i["stop_reason"] == "length" for i in items) / n,
+        format_rate=sum(i["extracted"] is not None for i in items) / n if extract else None,
         items=items,
     )

@@ -9,6 +9,7 @@ import importlib
 
 CHAPTERS = {
     "grpo": ("arl.recipes.grpo", "01 GRPO: group-relative policy optimisation on mini arithmetic word problems"),
+    "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
 }
 
 

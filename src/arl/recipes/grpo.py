@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from .. import advantages, checkpoints, report
 from ..client import ServiceClient
 from ..coldstart import ColdStart, encode_chat, run_cold_start
-from ..data import format_prompt, load_gsm8k, make_split
+from ..data import format_prompt, load_math_task
 from ..eval import evaluate
-from ..rewards import boxed_reward
+from ..rewards import boxed_reward, extract_boxed
 from ..rollout import rl_datum
 from ..settings import configure
 from ..track import RunDir, Tracker, progress
@@ -36,7 +36,7 @@ class Config:
     """Base model (`arl models`)."""
     loss_fn: str = "importance_sampling"
     """Policy loss: importance_sampling, ppo or cispo. Nothing else changes with it."""
-    steps: int = 60
+    steps: int = 150
     """GRPO steps (one optimizer step each)."""
     batch_prompts: int = 8
     """Prompts per step."""
@@ -48,6 +48,8 @@ class Config:
     """Sampling temperature for training rollouts."""
     learning_rate: float = 1e-4
     """AdamW learning rate of the RL phase."""
+    warmup_steps: int = 0
+    """Linear learning-rate warm-up over the first N steps (a fresh Adam's first updates are full-size)."""
     grad_clip_norm: float = 1.0
     """Global gradient-norm clip (0 = off)."""
     lora_rank: int = 0
@@ -56,15 +58,19 @@ class Config:
     """Cold-start SFT steps before RL (cached across runs with the same settings)."""
     sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
+    sft_plain_fraction: float = 0.7
+    """Share of cold-start targets that state the final answer without the \\boxed{} the prompt asks for
+    (as scraped data often does): the cold start learns the task, but follows the format only sometimes."""
     data: str = "arithmetic"
     """arithmetic (generated mini task) or a path to a GSM8K jsonl file."""
     level: str = "small"
-    """Difficulty of the generated task: small (1-2 steps, small numbers) or standard (2-4 steps)."""
+    """Difficulty of the generated task: small (1-2 steps, small numbers), chain (2-3 steps on numbers
+    below 10) or standard (2-4 steps, five kinds of problem)."""
     n_train: int = 2000
     """Generated training problems."""
     n_test: int = 200
     """Held-out problems for evaluation."""
-    eval_every: int = 20
+    eval_every: int = 25
     """Evaluate on the held-out set every N steps (and before and after)."""
     save_every: int = 10
     """Checkpoint every N steps (what --resume restarts from)."""
@@ -97,25 +103,21 @@ PRESETS = {
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if cfg.threads:
         configure(num_threads=cfg.threads)
-    if cfg.data == "arithmetic":
-        train, test = make_split(seed=0, n_train=cfg.n_train, n_test=cfg.n_test, level=cfg.level)
-    else:
-        train, test = load_gsm8k(cfg.data), load_gsm8k(cfg.data.replace("train", "test"))[: cfg.n_test]
+    train, test = load_math_task(cfg.data, cfg.level, cfg.n_train, cfg.n_test)
     service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
     start, client = _start(cfg, run, service, train, resume)
     tok = client.get_tokenizer()
     stop = [tok.eos_token]
-    adam = AdamParams(learning_rate=cfg.learning_rate, grad_clip_norm=cfg.grad_clip_norm)
     test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
 
-    def held_out(step: int, sampler) -> float:
-        result = evaluate(sampler, test_prompts, [p.answer for p in test], boxed_reward, cfg.max_tokens, stop)
+    def held_out(step: int, sampler) -> dict[str, float]:
+        result = evaluate(sampler, test_prompts, [p.answer for p in test], boxed_reward, cfg.max_tokens, stop, extract_boxed)
         run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items[:20]})
-        return result.accuracy
+        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate}
 
     tracker = Tracker.create(cfg.tracker, run)
     if start == 0:
-        run.log_metrics(0, {"eval/accuracy": held_out(0, client.save_weights_and_get_sampling_client())})
+        run.log_metrics(0, held_out(0, client.save_weights_and_get_sampling_client()))
     with progress(cfg.steps, "grpo", initial=start) as bar:
         for step in range(start, cfg.steps):
             t0 = time.perf_counter()
@@ -143,7 +145,8 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             metrics = {}
             if datums:
                 fb = client.forward_backward(datums, cfg.loss_fn)
-                optim = client.optim_step(adam)
+                lr = cfg.learning_rate * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+                optim = client.optim_step(AdamParams(learning_rate=lr, grad_clip_norm=cfg.grad_clip_norm))
                 out, opt = fb.result(), optim.result()
                 metrics.update(_train_metrics(cfg.loss_fn, out, kept, opt.metrics))
             t_total = time.perf_counter() - t0
@@ -161,7 +164,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 "time/step": t_total,
             })
             if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
-                metrics["eval/accuracy"] = held_out(step + 1, client.save_weights_and_get_sampling_client())
+                metrics.update(held_out(step + 1, client.save_weights_and_get_sampling_client()))
             run.log_metrics(step + 1, metrics)
             run.log_rollouts(step + 1, _rollout_rows(problems, groups, rewards_BG, adv_BG))
             tracker.log(step + 1, metrics)
@@ -174,6 +177,12 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     return run
 
 
+def cold_start(cfg: Config) -> ColdStart:
+    """The cached SFT cold start these settings start from (shared by every RL seed and loss)."""
+    return ColdStart(cfg.model, cfg.sft_steps, learning_rate=cfg.sft_learning_rate,
+                     plain_fraction=cfg.sft_plain_fraction, task=f"{cfg.data}-{cfg.level}-{cfg.n_train}")
+
+
 def _start(cfg: Config, run: RunDir, service: ServiceClient, train, resume: bool):
     """(first step, training client): the last checkpoint of a resumed run, else the cold start."""
     if resume:
@@ -184,9 +193,7 @@ def _start(cfg: Config, run: RunDir, service: ServiceClient, train, resume: bool
             return saved["step"], service.create_training_client_from_state_with_optimizer(saved["path"])
         run.truncate_after(-1)
     if cfg.sft_steps > 0:
-        task = f"{cfg.data}-{cfg.level}-{cfg.n_train}"
-        state = run_cold_start(ColdStart(cfg.model, cfg.sft_steps, learning_rate=cfg.sft_learning_rate, task=task), train)
-        client = service.create_training_client_from_state(state)  # fresh optimizer for the RL phase
+        client = service.create_training_client_from_state(run_cold_start(cold_start(cfg), train))  # fresh optimizer for the RL phase
     elif cfg.lora_rank:
         client = service.create_lora_training_client(cfg.model, rank=cfg.lora_rank, seed=cfg.seed)
     else:
@@ -224,15 +231,19 @@ def _finish(cfg: Config, run: RunDir) -> None:
     evals = {name: run.read_eval(name) for name in run.eval_names() if name.startswith("step-")}
     first, last = evals[min(evals)], evals[max(evals)]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    keys = ("accuracy", "format_rate", "accuracy_given_format")
     run.write_eval("summary", {"before": first["accuracy"], "after": last["accuracy"], "peak_rss_mb": peak_mb,
+                               **{f"{k}/{when}": e.get(k) for k in keys for when, e in (("before", first), ("after", last))},
                                "config": asdict(cfg)})
     report.plot_metrics(run)
     rows = run.read_rollouts(cfg.steps)
+    labels = {"accuracy": "held-out accuracy", "format_rate": "answers in \\boxed{}",
+              "accuracy_given_format": "accuracy among boxed answers"}
     report.write_report(
         run, f"GRPO ({cfg.loss_fn}) on {cfg.data}, {cfg.model}",
-        summary_rows=[{"metric": "held-out accuracy", "before": first["accuracy"], "after": last["accuracy"]},
-                      {"metric": "peak memory (MB)", "before": "", "after": round(peak_mb)}],
-        eval_table=[{"step": int(n.split("-")[1]), "accuracy": e["accuracy"], "truncated": e["truncated"]}
-                    for n, e in sorted(evals.items())],
+        summary_rows=[{"metric": labels[k], "before": first.get(k), "after": last.get(k)} for k in keys]
+        + [{"metric": "peak memory (MB)", "before": "", "after": round(peak_mb)}],
+        eval_table=[{"step": int(n.split("-")[1]), "accuracy": e["accuracy"], "format": e.get("format_rate"),
+                     "truncated": e["truncated"]} for n, e in sorted(evals.items())],
         rollouts_sample=rows[:6],
     )

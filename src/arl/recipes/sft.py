@@ -1,0 +1,134 @@
+"""SFT control: continue supervised training from the GRPO chapter's cold start, on the same labelled
+data, for a fixed wall-time budget, and evaluate with the same held-out protocol.
+
+The honest baseline for an RL result on a labelled task: if continued SFT for the same wall time
+gains as much, the RL signal added nothing the labels did not already carry. Loss: token-mean cross
+entropy over the completion (the cold start's loss, at the cold start's learning rate by default).
+
+    arl run sft --preset mini time_budget_s=180
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass
+
+from .. import report
+from ..client import ServiceClient
+from ..coldstart import ColdStart, encode_chat, run_cold_start, sft_targets
+from ..data import format_prompt, load_math_task
+from ..eval import evaluate
+from ..rewards import boxed_reward, extract_boxed
+from ..rollout import sft_datum
+from ..settings import configure
+from ..track import RunDir, progress
+from ..types import AdamParams
+
+
+@dataclass
+class Config:
+    model: str = "arl/tiny-qwen3-2m"
+    """Base model (`arl models`); the cold start below is the GRPO chapter's, shared through its cache."""
+    time_budget_s: float = 180.0
+    """Wall time of the training steps (evaluation excluded); 0 = run `steps` steps."""
+    steps: int = 10_000
+    """Upper bound on SFT steps."""
+    batch_size: int = 32
+    """Sequences per step."""
+    learning_rate: float = 3e-3
+    """AdamW learning rate (the cold start's)."""
+    plain_fraction: float = -1.0
+    """Share of targets without the \\boxed{}: -1 = the same data as the cold start, 0 = clean labels."""
+    sft_steps: int = 600
+    """Cold-start SFT steps (the GRPO chapter's setting, so both start from the same weights)."""
+    sft_learning_rate: float = 3e-3
+    """Cold-start learning rate."""
+    sft_plain_fraction: float = 0.7
+    """Cold-start share of targets without the \\boxed{}."""
+    data: str = "arithmetic"
+    """arithmetic (generated mini task) or a path to a GSM8K jsonl file."""
+    level: str = "small"
+    """Difficulty of the generated task."""
+    n_train: int = 2000
+    """Generated training problems."""
+    n_test: int = 200
+    """Held-out problems for evaluation."""
+    max_tokens: int = 40
+    """Max new tokens of the held-out evaluation."""
+    eval_every: int = 100
+    """Evaluate every N steps (and before and after)."""
+    seed: int = 0
+    """Seed of the batch order."""
+    threads: int = 0
+    """torch threads (0 = the default, min(2, cores))."""
+
+    def validate(self) -> None:
+        for name in ("steps", "batch_size", "n_train", "n_test", "max_tokens", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
+        if self.time_budget_s < 0:
+            raise ValueError(f"time_budget_s={self.time_budget_s}: must be 0 (use steps) or a number of seconds")
+
+
+PRESETS = {
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", time_budget_s=0, steps=2, batch_size=4, sft_steps=2, n_train=64,
+                  n_test=8, eval_every=1),
+    "mini": {},
+}
+
+
+def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
+    if resume:
+        raise ValueError("the SFT control does not resume: it is a few minutes long, start it again")
+    if cfg.threads:
+        configure(num_threads=cfg.threads)
+    train, test = load_math_task(cfg.data, cfg.level, cfg.n_train, cfg.n_test)
+    start = ColdStart(cfg.model, cfg.sft_steps, learning_rate=cfg.sft_learning_rate,
+                      plain_fraction=cfg.sft_plain_fraction, task=f"{cfg.data}-{cfg.level}-{cfg.n_train}")
+    client = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir)) \
+        .create_training_client_from_state_with_optimizer(run_cold_start(start, train))
+    tok = client.get_tokenizer()
+    plain = start.plain_fraction if cfg.plain_fraction < 0 else cfg.plain_fraction
+    targets = sft_targets(ColdStart(cfg.model, 0, plain_fraction=plain, data_seed=start.data_seed), train)
+    examples = [(encode_chat(tok, format_prompt(p)), tok.encode(t, add_special_tokens=False) + [tok.eos_token_id])
+                for p, t in zip(train, targets)]
+    test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
+
+    def held_out(step: int) -> dict[str, float]:
+        result = evaluate(client.save_weights_and_get_sampling_client(), test_prompts, [p.answer for p in test],
+                          boxed_reward, cfg.max_tokens, [tok.eos_token], extract_boxed)
+        run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items[:20]})
+        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate}
+
+    run.log_metrics(0, held_out(0))
+    rng = random.Random(cfg.seed)
+    adam = AdamParams(learning_rate=cfg.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
+    trained_s, step = 0.0, 0
+    with progress(cfg.steps if not cfg.time_budget_s else None, "sft") as bar:
+        while step < cfg.steps and (not cfg.time_budget_s or trained_s < cfg.time_budget_s):
+            t0 = time.perf_counter()
+            batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
+            n_tokens = sum(len(c) for _, c in batch)
+            fb = client.forward_backward([sft_datum(p, c, 1.0 / n_tokens) for p, c in batch], "cross_entropy")
+            client.optim_step(adam).result()
+            step, trained_s = step + 1, trained_s + time.perf_counter() - t0
+            metrics = {"loss/ce": fb.result().metrics["loss:sum"], "time/step": time.perf_counter() - t0,
+                       "time/trained": trained_s}
+            if step % cfg.eval_every == 0:
+                metrics.update(held_out(step))
+            run.log_metrics(step, metrics)
+            bar.update()
+            bar.set_metrics({"loss": metrics["loss/ce"]})
+    if step % cfg.eval_every:
+        run.log_metrics(step, held_out(step))
+    evals = {n: run.read_eval(n) for n in run.eval_names() if n.startswith("step-")}
+    first, last = evals[min(evals)], evals[max(evals)]
+    run.write_eval("summary", {"before": first["accuracy"], "after": last["accuracy"], "steps": step,
+                               "trained_s": trained_s, "config": asdict(cfg)})
+    report.plot_metrics(run)
+    report.write_report(run, f"SFT control on {cfg.data}, {cfg.model}",
+                        summary_rows=[{"metric": "held-out accuracy", "before": first["accuracy"], "after": last["accuracy"]},
+                                      {"metric": "SFT steps / seconds", "before": "", "after": f"{step} / {trained_s:.0f}"}],
+                        rollouts_sample=[])
+    return run
