@@ -7,7 +7,7 @@ import re
 import pytest
 
 from arl.coldstart import ColdStart, sft_targets
-from arl.data import INSTRUCTION, Problem, format_prompt, load_gsm8k, make_split
+from arl.data import INSTRUCTION, Problem, format_prompt, load_gsm8k, load_math_task, make_split
 from arl.data.arithmetic import MAX_VALUE
 from arl.rewards import boxed_reward
 
@@ -168,3 +168,11 @@ def test_cold_start_targets_drop_the_box_for_a_plain_share():
     for t, p in plain:
         assert t == p.solution.replace(f"\\boxed{{{p.answer}}}", p.answer) and boxed_reward(t, p.answer) == 0.0
     assert mixed == sft_targets(ColdStart("arl/tiny-qwen3-0.5m", 5, plain_fraction=0.6), train)  # fixed per problem
+
+
+def test_missing_gsm8k_file_and_cache_fail_with_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty `datasets` cache
+    with pytest.raises(FileNotFoundError, match="neither a local file nor in the `datasets` cache") as e:
+        load_math_task("gsm8k/train.jsonl", "small", 10, 10)
+    assert "curl -L -o gsm8k/train.jsonl" in str(e.value)

@@ -1,4 +1,5 @@
-"""GSM8K from a local jsonl file (the `full` preset of the math chapters); nothing is downloaded.
+"""GSM8K from a local jsonl file or the `datasets` cache (the `full` preset of the math chapters);
+nothing is downloaded.
 
 Each line has `question` and `answer`; the answer is a worked solution with calculator annotations
 (`<<48/2=24>>`) and a final line `#### 72`. The gold answer is the text after `####` with thousands
@@ -31,11 +32,32 @@ def load_gsm8k(path: str | Path) -> list[Problem]:
     problems = []
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     for i, line in enumerate(lines):
-        row = json.loads(line)
-        worked, sep, final = row.get("answer", "").rpartition("####")
-        if "question" not in row or not sep:
-            raise ValueError(f"{path}: record {i} needs a `question` and an `answer` ending in '#### N'")
-        answer = final.strip().replace(",", "")
-        solution = _CALCULATOR.sub("", worked).strip() + f"\nThe answer is \\boxed{{{answer}}}"
-        problems.append(Problem(f"gsm8k-{path.stem}-{i}", row["question"].strip(), answer, solution))
+        problems.append(_problem(json.loads(line), f"gsm8k-{path.stem}-{i}", f"{path}: record {i}"))
     return problems
+
+
+def _problem(row: dict, id_: str, where: str) -> Problem:
+    worked, sep, final = row.get("answer", "").rpartition("####")
+    if "question" not in row or not sep:
+        raise ValueError(f"{where} needs a `question` and an `answer` ending in '#### N'")
+    answer = final.strip().replace(",", "")
+    solution = _CALCULATOR.sub("", worked).strip() + f"\nThe answer is \\boxed{{{answer}}}"
+    return Problem(id_, row["question"].strip(), answer, solution)
+
+
+def load_gsm8k_cached(split: str) -> list[Problem]:
+    """GSM8K `split` ("train" or "test") from the `datasets` cache, offline; a clear error if absent."""
+    import os
+
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # read before `datasets` is imported
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import datasets
+
+        rows = datasets.load_dataset("openai/gsm8k", "main", split=split)
+    except Exception as e:  # not installed, not cached, or a broken cache entry
+        raise FileNotFoundError(
+            f"GSM8K {split} is neither a local file nor in the `datasets` cache ({type(e).__name__}: {e}).\n"
+            + _HOW_TO_GET.format(path=f"gsm8k/{split}.jsonl")
+        ) from None
+    return [_problem(row, f"gsm8k-{split}-{i}", f"openai/gsm8k {split} row {i}") for i, row in enumerate(rows)]

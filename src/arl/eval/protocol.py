@@ -22,6 +22,8 @@ class EvalResult:
     """Fraction of completions that hit max_tokens without stopping."""
     format_rate: float | None = None
     """Fraction with an answer in the requested format (when `evaluate` was given `extract`)."""
+    extra: dict[str, float] = field(default_factory=dict)
+    """Mean of each diagnostic reward `evaluate` was given (`extra_rewards`)."""
     items: list[dict] = field(default_factory=list)
 
     @property
@@ -36,14 +38,16 @@ class EvalResult:
         out = {"accuracy": self.accuracy, "n": self.n, "mean_tokens": self.mean_tokens, "truncated": self.truncated}
         if self.format_rate is not None:
             out.update(format_rate=self.format_rate, accuracy_given_format=self.accuracy_given_format)
-        return out
+        return {**out, **self.extra}
 
 
 def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], reward_fn: Callable[[str, str], float],
              max_tokens: int, stop: list[str] | None = None,
-             extract: Callable[[str], str | None] | None = None) -> EvalResult:
+             extract: Callable[[str], str | None] | None = None,
+             extra_rewards: dict[str, Callable[[str, str], float]] | None = None) -> EvalResult:
     """Greedy-decode every prompt (submitted together, so they decode as one batch) and score it;
-    `extract` (the reward's answer extractor) adds the format rate."""
+    `extract` (the reward's answer extractor) adds the format rate, `extra_rewards` diagnostics."""
+    extra_rewards = extra_rewards or {}
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, seed=0, stop=stop)
     futures = [sampler.sample(ModelInput.from_ints(p), 1, params) for p in prompts]
     items = []
@@ -51,7 +55,8 @@ def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], rewa
         seq = future.result().sequences[0]
         items.append({"completion": seq.text, "answer": answer, "reward": reward_fn(seq.text, answer),
                       "tokens": len(seq.tokens), "stop_reason": seq.stop_reason,
-                      "extracted": extract(seq.text) if extract else None})
+                      "extracted": extract(seq.text) if extract else None,
+                      **{name: fn(seq.text, answer) for name, fn in extra_rewards.items()}})
     n = len(items)
     return EvalResult(
         accuracy=sum(i["reward"] for i in items) / n,
@@ -59,5 +64,6 @@ def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], rewa
         mean_tokens=sum(i["tokens"] for i in items) / n,
         truncated=sum(i["stop_reason"] == "length" for i in items) / n,
         format_rate=sum(i["extracted"] is not None for i in items) / n if extract else None,
+        extra={name: sum(i[name] for i in items) / n for name in extra_rewards},
         items=items,
     )

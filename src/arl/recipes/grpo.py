@@ -21,7 +21,7 @@ from ..client import ServiceClient
 from ..coldstart import ColdStart, encode_chat, run_cold_start
 from ..data import format_prompt, load_math_task
 from ..eval import evaluate
-from ..rewards import boxed_reward, extract_boxed
+from ..rewards import any_format_reward, boxed_reward, extract_boxed
 from ..rollout import rl_datum
 from ..settings import configure
 from ..track import RunDir, Tracker, progress
@@ -111,9 +111,11 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
 
     def held_out(step: int, sampler) -> dict[str, float]:
-        result = evaluate(sampler, test_prompts, [p.answer for p in test], boxed_reward, cfg.max_tokens, stop, extract_boxed)
-        run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items[:20]})
-        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate}
+        result = evaluate(sampler, test_prompts, [p.answer for p in test], boxed_reward, cfg.max_tokens, stop,
+                          extract_boxed, {"accuracy_any_format": any_format_reward})
+        run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items})
+        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate,
+                "eval/accuracy_any_format": result.extra["accuracy_any_format"]}
 
     tracker = Tracker.create(cfg.tracker, run)
     if start == 0:
@@ -231,14 +233,15 @@ def _finish(cfg: Config, run: RunDir) -> None:
     evals = {name: run.read_eval(name) for name in run.eval_names() if name.startswith("step-")}
     first, last = evals[min(evals)], evals[max(evals)]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    keys = ("accuracy", "format_rate", "accuracy_given_format")
+    keys = ("accuracy", "format_rate", "accuracy_given_format", "accuracy_any_format")
     run.write_eval("summary", {"before": first["accuracy"], "after": last["accuracy"], "peak_rss_mb": peak_mb,
                                **{f"{k}/{when}": e.get(k) for k in keys for when, e in (("before", first), ("after", last))},
                                "config": asdict(cfg)})
     report.plot_metrics(run)
     rows = run.read_rollouts(cfg.steps)
     labels = {"accuracy": "held-out accuracy", "format_rate": "answers in \\boxed{}",
-              "accuracy_given_format": "accuracy among boxed answers"}
+              "accuracy_given_format": "accuracy among boxed answers",
+              "accuracy_any_format": "accuracy, boxed or not (last number)"}
     report.write_report(
         run, f"GRPO ({cfg.loss_fn}) on {cfg.data}, {cfg.model}",
         summary_rows=[{"metric": labels[k], "before": first.get(k), "after": last.get(k)} for k in keys]

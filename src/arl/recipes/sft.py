@@ -19,7 +19,7 @@ from ..client import ServiceClient
 from ..coldstart import ColdStart, encode_chat, run_cold_start, sft_targets
 from ..data import format_prompt, load_math_task
 from ..eval import evaluate
-from ..rewards import boxed_reward, extract_boxed
+from ..rewards import any_format_reward, boxed_reward, extract_boxed
 from ..rollout import sft_datum
 from ..settings import configure
 from ..track import RunDir, progress
@@ -97,9 +97,11 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
 
     def held_out(step: int) -> dict[str, float]:
         result = evaluate(client.save_weights_and_get_sampling_client(), test_prompts, [p.answer for p in test],
-                          boxed_reward, cfg.max_tokens, [tok.eos_token], extract_boxed)
-        run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items[:20]})
-        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate}
+                          boxed_reward, cfg.max_tokens, [tok.eos_token], extract_boxed,
+                          {"accuracy_any_format": any_format_reward})
+        run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items})
+        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate,
+                "eval/accuracy_any_format": result.extra["accuracy_any_format"]}
 
     run.log_metrics(0, held_out(0))
     rng = random.Random(cfg.seed)

@@ -77,3 +77,14 @@ def boxed_reward(completion_text: str, answer: str) -> float:
     gold = math_verify.parse(answer, parsing_timeout=timeout)
     pred = math_verify.parse(_OPEN + boxed + "}", parsing_timeout=timeout)
     return 1.0 if math_verify.verify(gold, pred, timeout_seconds=timeout) else 0.0
+
+
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+
+
+def any_format_reward(completion_text: str, answer: str) -> float:
+    """1.0 if the last number in the completion, boxed or not, equals `answer`: a diagnostic, not a
+    training reward. Set beside `boxed_reward` it tells a model that cannot do the task from one that
+    does it but ignores the requested format."""
+    numbers = _NUMBER.findall(completion_text)
+    return float(bool(numbers) and normalize_answer(numbers[-1]) == normalize_answer(answer))
