@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 import arl
-from arl import advantages, settings
+from arl import advantages, checkpoints, models, settings
 from arl.backend.local.engine import ENGINE
 from arl.coldstart import encode_chat, run_cold_start
 from arl.data import format_prompt, load_math_task
@@ -61,32 +61,27 @@ def our_step(client, tok, prompts, answers, args, seed: int, send_all: bool) -> 
             "trained": len(datums)}
 
 
-class StepTimer:
-    """TrainerCallback-shaped: wall time of each optimizer step (generation included)."""
-
-    def __init__(self):
-        self.times: list[float] = []
-
-    def __getattr__(self, name):  # every other callback event is a no-op
-        if name.startswith("on_"):
-            return lambda *a, **k: None
-        raise AttributeError(name)
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._t0 = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.times.append(time.perf_counter() - self._t0)
-
-
 def make_trl_trainer(model_dir: Path, weights: dict, prompts_text, answers, args, out_dir: str):
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
+
+    class StepTimer(TrainerCallback):
+        """Wall time of each optimizer step, generation included."""
+
+        def __init__(self):
+            self.times: list[float] = []
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self._t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.times.append(time.perf_counter() - self._t0)
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.load_state_dict(weights, strict=False)
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)  # only a tied head may be absent
     n_batch = len(prompts_text) * args.group_size
     rows = [{"prompt": m, "answer": a} for m, a in zip(prompts_text, answers)]
     data = Dataset.from_list(rows * (args.steps + 1))  # one batch of the same prompts per step
@@ -134,10 +129,10 @@ def main():
 
     tok = fresh_client().get_tokenizer()
     prompts = [encode_chat(tok, format_prompt(p)) for p in problems]
-    weights_path = Path(arl.checkpoints.resolve(state)) / "model.safetensors"
+    weights_path = Path(checkpoints.resolve(state)) / "model.safetensors"
     from safetensors.torch import load_file
     with tempfile.TemporaryDirectory() as out_dir:
-        trl_trainer, timer = make_trl_trainer(arl.models.model_dir(cfg.model), load_file(weights_path),
+        trl_trainer, timer = make_trl_trainer(models.model_dir(cfg.model), load_file(weights_path),
                                               [format_prompt(p) for p in problems], answers, args, out_dir)
         # Blocks, not interleaved steps: TRL's run goes on the engine thread as one call (see
         # arl/backend/local/engine.py: torch work from two threads slows both), ours before and after

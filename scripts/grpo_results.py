@@ -53,7 +53,7 @@ def main() -> None:
     from arl.recipes import grpo
 
     base_lr = grpo.Config().learning_rate
-    results: dict = {"grpo": {}, "sft": {}, "lr": {}}
+    results: dict = {"grpo": {}, "sft": {}, "lr": {}, "start": {}}
     for loss in LOSSES:
         for seed in args.seeds:
             results["grpo"][f"{loss}/seed{seed}"] = run(args.out, "grpo", f"{loss}-seed{seed}", f"loss_fn={loss}", f"seed={seed}")
@@ -66,6 +66,10 @@ def main() -> None:
         lr = base_lr * factor
         results["lr"][f"x{factor:g}"] = run(args.out, "grpo", f"lr-x{factor:g}", f"learning_rate={lr:g}")
 
+    # the same RL from a cold start whose labels all box the answer: what RL adds beyond the format
+    results["start"]["all boxed"] = run(args.out, "grpo", "all-boxed-cold-start", "sft_plain_fraction=0")
+
+    mini = results["grpo"][f"importance_sampling/seed{args.seeds[0]}"]
     rows = ["| loss_fn | seeds | held-out before | after | change (points) | train time (s) | peak RSS (MB) |",
             "|---|---|---|---|---|---|---|"]
     for loss in LOSSES:
@@ -73,12 +77,19 @@ def main() -> None:
         rows.append(f"| {loss} | {len(rs)} | {mean_sd([r['before'] for r in rs])} | {mean_sd([r['after'] for r in rs])} "
                     f"| {mean_sd([r['after'] - r['before'] for r in rs])} | {statistics.mean(r['train_s'] for r in rs):.0f} "
                     f"| {max(r['peak_rss_mb'] for r in rs):.0f} |")
-    rows += ["", "| control (same wall time) | held-out before | after | change (points) | SFT steps |", "|---|---|---|---|---|"]
+    rows += ["", "| control (same wall time) | held-out before | after | change (points) | boxed after "
+             "| any-format after | SFT steps |", "|---|---|---|---|---|---|---|"]
     for labels, r in results["sft"].items():
         rows.append(f"| continued SFT, {labels} labels | {100 * r['before']:.1f} | {100 * r['after']:.1f} "
-                    f"| {100 * (r['after'] - r['before']):+.1f} | {r['steps']} |")
+                    f"| {100 * (r['after'] - r['before']):+.1f} | {100 * r['format_rate/after']:.0f}% "
+                    f"| {100 * r['accuracy_any_format/after']:.1f} | {r['steps']} |")
+    rows += ["", "| cold start (importance_sampling, seed 0) | held-out before | after | boxed before / after "
+             "| any-format before / after |", "|---|---|---|---|---|"]
+    for label, r in [("70% plain labels (mini)", mini)] + list(results["start"].items()):
+        rows.append(f"| {label} | {100 * r['before']:.1f} | {100 * r['after']:.1f} "
+                    f"| {100 * r['format_rate/before']:.0f}% / {100 * r['format_rate/after']:.0f}% "
+                    f"| {100 * r['accuracy_any_format/before']:.1f} / {100 * r['accuracy_any_format/after']:.1f} |")
     rows += ["", "| learning rate | held-out accuracy over training (step: %) |", "|---|---|"]
-    mini = results["grpo"][f"importance_sampling/seed{args.seeds[0]}"]
     for label, r in [(f"{base_lr:g} (mini)", mini)] + [(f"{base_lr * float(k[1:]):g} ({k})", r) for k, r in results["lr"].items()]:
         rows.append(f"| {label} | {', '.join(f'{s}: {100 * a:.1f}' for s, a in r['curve'])} |")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))

@@ -126,7 +126,9 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         run.log_metrics(step, held_out(step))
     evals = {n: run.read_eval(n) for n in run.eval_names() if n.startswith("step-")}
     first, last = evals[min(evals)], evals[max(evals)]
+    keys = ("accuracy", "format_rate", "accuracy_any_format")
     run.write_eval("summary", {"before": first["accuracy"], "after": last["accuracy"], "steps": step,
+                               **{f"{k}/{when}": e.get(k) for k in keys for when, e in (("before", first), ("after", last))},
                                "trained_s": trained_s, "config": asdict(cfg)})
     report.plot_metrics(run)
     report.write_report(run, f"SFT control on {cfg.data}, {cfg.model}",
