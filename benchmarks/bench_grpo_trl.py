@@ -33,7 +33,7 @@ import arl
 from arl import advantages, checkpoints, models, settings
 from arl.backend.local.engine import ENGINE
 from arl.coldstart import encode_chat, run_cold_start
-from arl.data import format_prompt, load_math_task
+from arl.data import format_prompt
 from arl.recipes import grpo
 from arl.rewards import boxed_reward
 from arl.rollout import rl_datum
@@ -118,10 +118,10 @@ def main():
 
     cfg = grpo.Config()
     service = arl.ServiceClient(run_name="bench-grpo")
-    train, _ = load_math_task(cfg.data, cfg.level, cfg.n_train, cfg.n_test)
+    train, _ = cfg.load_task()
     problems = train[: args.prompts]
     answers = [p.answer for p in problems]
-    state = run_cold_start(grpo.cold_start(cfg), train)
+    state = run_cold_start(cfg.cold_start(), train)
     start = cpu_busy_snapshot()
 
     def fresh_client():

@@ -1,6 +1,5 @@
 """Tier 3: a 2-step smoke run of every recipe, resuming after kill -9, and config errors."""
 
-import json
 import os
 import signal
 import subprocess

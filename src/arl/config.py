@@ -21,7 +21,15 @@ ALIASES = {"lr": "learning_rate", "loss": "loss_fn", "group": "group_size", "n":
 
 
 def field_docs(cls) -> dict[str, str]:
-    """The docstring under each field of a dataclass, read from its source."""
+    """The docstring under each field of a dataclass, read from its source (base classes included)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls) -> dict[str, str]:
     try:
         tree = ast.parse(inspect.getsource(cls))
     except (OSError, TypeError):

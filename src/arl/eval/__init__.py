@@ -1,5 +1,5 @@
 """Held-out evaluation with a fixed protocol."""
 
-from .protocol import EvalResult, evaluate
+from .protocol import LABELS, EvalResult, before_after, evaluate, summary_rows
 
-__all__ = ["EvalResult", "evaluate"]
+__all__ = ["LABELS", "EvalResult", "before_after", "evaluate", "summary_rows"]

@@ -67,3 +67,24 @@ def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], rewa
         extra={name: sum(i[name] for i in items) / n for name in extra_rewards},
         items=items,
     )
+
+
+LABELS = {"accuracy": "held-out accuracy", "format_rate": "answers in the requested format",
+          "accuracy_given_format": "accuracy among answers in the format",
+          "accuracy_any_format": "accuracy, any format (last number)"}
+"""Report labels of the summary keys."""
+
+
+def before_after(run, keys: Sequence[str]) -> tuple[dict[str, dict], dict]:
+    """(every `step-*` evaluation of a run by name, a summary with `KEY/before` and `KEY/after` for
+    each of `keys` plus `before` / `after` accuracy): the first and last held-out evaluations."""
+    evals = {name: run.read_eval(name) for name in run.eval_names() if name.startswith("step-")}
+    first, last = evals[min(evals)], evals[max(evals)]
+    summary = {"before": first["accuracy"], "after": last["accuracy"]}
+    summary.update({f"{k}/{when}": e.get(k) for k in keys for when, e in (("before", first), ("after", last))})
+    return evals, summary
+
+
+def summary_rows(summary: dict, keys: Sequence[str]) -> list[dict]:
+    """Rows of a report's before/after table for `keys` of a `before_after` summary."""
+    return [{"metric": LABELS[k], "before": summary[f"{k}/before"], "after": summary[f"{k}/after"]} for k in keys]

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass
 
 from .. import advantages, checkpoints, report
 from ..client import ServiceClient
-from ..coldstart import ColdStart, encode_chat, run_cold_start
-from ..data import format_prompt, load_math_task
-from ..eval import evaluate
+from ..coldstart import MathTask, encode_chat, run_cold_start
+from ..data import format_prompt
+from ..eval import before_after, evaluate, summary_rows
 from ..rewards import any_format_reward, boxed_reward, extract_boxed
 from ..rollout import rl_datum
 from ..settings import configure
@@ -31,9 +31,7 @@ LOSS_FNS = ("importance_sampling", "ppo", "cispo")
 
 
 @dataclass
-class Config:
-    model: str = "arl/tiny-qwen3-2m"
-    """Base model (`arl models`)."""
+class Config(MathTask):
     loss_fn: str = "importance_sampling"
     """Policy loss: importance_sampling, ppo or cispo. Nothing else changes with it."""
     steps: int = 150
@@ -54,22 +52,6 @@ class Config:
     """Global gradient-norm clip (0 = off)."""
     lora_rank: int = 0
     """0 = full fine-tuning (the tiny models), else a LoRA rank."""
-    sft_steps: int = 600
-    """Cold-start SFT steps before RL (cached across runs with the same settings)."""
-    sft_learning_rate: float = 3e-3
-    """Cold-start learning rate."""
-    sft_plain_fraction: float = 0.7
-    """Share of cold-start targets that state the final answer without the \\boxed{} the prompt asks for
-    (as scraped data often does): the cold start learns the task, but follows the format only sometimes."""
-    data: str = "arithmetic"
-    """arithmetic (generated mini task) or a path to a GSM8K jsonl file."""
-    level: str = "small"
-    """Difficulty of the generated task: small (1-2 steps, small numbers), chain (2-3 steps on numbers
-    below 10) or standard (2-4 steps, five kinds of problem)."""
-    n_train: int = 2000
-    """Generated training problems."""
-    n_test: int = 200
-    """Held-out problems for evaluation."""
     eval_every: int = 25
     """Evaluate on the held-out set every N steps (and before and after)."""
     save_every: int = 10
@@ -82,9 +64,10 @@ class Config:
     """Optional external tracker: tensorboard, swanlab or wandb."""
 
     def validate(self) -> None:
+        super().validate()
         if self.loss_fn not in LOSS_FNS:
             raise ValueError(f"loss_fn={self.loss_fn!r}: use one of {', '.join(LOSS_FNS)}")
-        for name in ("steps", "batch_prompts", "group_size", "max_tokens", "n_train", "n_test", "eval_every", "save_every"):
+        for name in ("steps", "batch_prompts", "group_size", "max_tokens", "eval_every", "save_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
         if self.group_size < 2:
@@ -103,7 +86,7 @@ PRESETS = {
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if cfg.threads:
         configure(num_threads=cfg.threads)
-    train, test = load_math_task(cfg.data, cfg.level, cfg.n_train, cfg.n_test)
+    train, test = cfg.load_task()
     service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
     start, client = _start(cfg, run, service, train, resume)
     tok = client.get_tokenizer()
@@ -179,12 +162,6 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     return run
 
 
-def cold_start(cfg: Config) -> ColdStart:
-    """The cached SFT cold start these settings start from (shared by every RL seed and loss)."""
-    return ColdStart(cfg.model, cfg.sft_steps, learning_rate=cfg.sft_learning_rate,
-                     plain_fraction=cfg.sft_plain_fraction, task=f"{cfg.data}-{cfg.level}-{cfg.n_train}")
-
-
 def _start(cfg: Config, run: RunDir, service: ServiceClient, train, resume: bool):
     """(first step, training client): the last checkpoint of a resumed run, else the cold start."""
     if resume:
@@ -195,7 +172,7 @@ def _start(cfg: Config, run: RunDir, service: ServiceClient, train, resume: bool
             return saved["step"], service.create_training_client_from_state_with_optimizer(saved["path"])
         run.truncate_after(-1)
     if cfg.sft_steps > 0:
-        client = service.create_training_client_from_state(run_cold_start(cold_start(cfg), train))  # fresh optimizer for the RL phase
+        client = service.create_training_client_from_state(run_cold_start(cfg.cold_start(), train))  # fresh optimizer for the RL phase
     elif cfg.lora_rank:
         client = service.create_lora_training_client(cfg.model, rank=cfg.lora_rank, seed=cfg.seed)
     else:
@@ -230,23 +207,15 @@ def _rollout_rows(problems, groups, rewards_BG, adv_BG) -> list[dict]:
 
 
 def _finish(cfg: Config, run: RunDir) -> None:
-    evals = {name: run.read_eval(name) for name in run.eval_names() if name.startswith("step-")}
-    first, last = evals[min(evals)], evals[max(evals)]
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     keys = ("accuracy", "format_rate", "accuracy_given_format", "accuracy_any_format")
-    run.write_eval("summary", {"before": first["accuracy"], "after": last["accuracy"], "peak_rss_mb": peak_mb,
-                               **{f"{k}/{when}": e.get(k) for k in keys for when, e in (("before", first), ("after", last))},
-                               "config": asdict(cfg)})
+    evals, summary = before_after(run, keys)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    run.write_eval("summary", {**summary, "peak_rss_mb": peak_mb, "config": asdict(cfg)})
     report.plot_metrics(run)
-    rows = run.read_rollouts(cfg.steps)
-    labels = {"accuracy": "held-out accuracy", "format_rate": "answers in \\boxed{}",
-              "accuracy_given_format": "accuracy among boxed answers",
-              "accuracy_any_format": "accuracy, boxed or not (last number)"}
     report.write_report(
         run, f"GRPO ({cfg.loss_fn}) on {cfg.data}, {cfg.model}",
-        summary_rows=[{"metric": labels[k], "before": first.get(k), "after": last.get(k)} for k in keys]
-        + [{"metric": "peak memory (MB)", "before": "", "after": round(peak_mb)}],
+        summary_rows=summary_rows(summary, keys) + [{"metric": "peak memory (MB)", "before": "", "after": round(peak_mb)}],
         eval_table=[{"step": int(n.split("-")[1]), "accuracy": e["accuracy"], "format": e.get("format_rate"),
                      "truncated": e["truncated"]} for n, e in sorted(evals.items())],
-        rollouts_sample=rows[:6],
+        rollouts_sample=run.read_rollouts(cfg.steps)[:6],
     )

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 
 from .. import report
 from ..client import ServiceClient
-from ..coldstart import ColdStart, encode_chat, run_cold_start, sft_targets
-from ..data import format_prompt, load_math_task
-from ..eval import evaluate
+from ..coldstart import ColdStart, MathTask, encode_chat, run_cold_start, sft_targets
+from ..data import format_prompt
+from ..eval import before_after, evaluate, summary_rows
 from ..rewards import any_format_reward, boxed_reward, extract_boxed
 from ..rollout import sft_datum
 from ..settings import configure
@@ -27,9 +27,7 @@ from ..types import AdamParams
 
 
 @dataclass
-class Config:
-    model: str = "arl/tiny-qwen3-2m"
-    """Base model (`arl models`); the cold start below is the GRPO chapter's, shared through its cache."""
+class Config(MathTask):
     time_budget_s: float = 180.0
     """Wall time of the training steps (evaluation excluded); 0 = run `steps` steps."""
     steps: int = 10_000
@@ -40,20 +38,6 @@ class Config:
     """AdamW learning rate (the cold start's)."""
     plain_fraction: float = -1.0
     """Share of targets without the \\boxed{}: -1 = the same data as the cold start, 0 = clean labels."""
-    sft_steps: int = 600
-    """Cold-start SFT steps (the GRPO chapter's setting, so both start from the same weights)."""
-    sft_learning_rate: float = 3e-3
-    """Cold-start learning rate."""
-    sft_plain_fraction: float = 0.7
-    """Cold-start share of targets without the \\boxed{}."""
-    data: str = "arithmetic"
-    """arithmetic (generated mini task) or a path to a GSM8K jsonl file."""
-    level: str = "small"
-    """Difficulty of the generated task."""
-    n_train: int = 2000
-    """Generated training problems."""
-    n_test: int = 200
-    """Held-out problems for evaluation."""
     max_tokens: int = 40
     """Max new tokens of the held-out evaluation."""
     eval_every: int = 100
@@ -64,7 +48,8 @@ class Config:
     """torch threads (0 = the default, min(2, cores))."""
 
     def validate(self) -> None:
-        for name in ("steps", "batch_size", "n_train", "n_test", "max_tokens", "eval_every"):
+        super().validate()
+        for name in ("steps", "batch_size", "max_tokens", "eval_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
         if self.time_budget_s < 0:
@@ -83,9 +68,8 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         raise ValueError("the SFT control does not resume: it is a few minutes long, start it again")
     if cfg.threads:
         configure(num_threads=cfg.threads)
-    train, test = load_math_task(cfg.data, cfg.level, cfg.n_train, cfg.n_test)
-    start = ColdStart(cfg.model, cfg.sft_steps, learning_rate=cfg.sft_learning_rate,
-                      plain_fraction=cfg.sft_plain_fraction, task=f"{cfg.data}-{cfg.level}-{cfg.n_train}")
+    train, test = cfg.load_task()
+    start = cfg.cold_start()
     client = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir)) \
         .create_training_client_from_state_with_optimizer(run_cold_start(start, train))
     tok = client.get_tokenizer()
@@ -124,15 +108,12 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             bar.set_metrics({"loss": metrics["loss/ce"]})
     if step % cfg.eval_every:
         run.log_metrics(step, held_out(step))
-    evals = {n: run.read_eval(n) for n in run.eval_names() if n.startswith("step-")}
-    first, last = evals[min(evals)], evals[max(evals)]
     keys = ("accuracy", "format_rate", "accuracy_any_format")
-    run.write_eval("summary", {"before": first["accuracy"], "after": last["accuracy"], "steps": step,
-                               **{f"{k}/{when}": e.get(k) for k in keys for when, e in (("before", first), ("after", last))},
-                               "trained_s": trained_s, "config": asdict(cfg)})
+    _, summary = before_after(run, keys)
+    run.write_eval("summary", {**summary, "steps": step, "trained_s": trained_s, "config": asdict(cfg)})
     report.plot_metrics(run)
     report.write_report(run, f"SFT control on {cfg.data}, {cfg.model}",
-                        summary_rows=[{"metric": "held-out accuracy", "before": first["accuracy"], "after": last["accuracy"]},
-                                      {"metric": "SFT steps / seconds", "before": "", "after": f"{step} / {trained_s:.0f}"}],
+                        summary_rows=summary_rows(summary, keys)
+                        + [{"metric": "SFT steps / seconds", "before": "", "after": f"{step} / {trained_s:.0f}"}],
                         rollouts_sample=[])
     return run
