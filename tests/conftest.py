@@ -16,3 +16,17 @@ def service():
     import arl
 
     return arl.ServiceClient(run_name="pytest")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="also run the slow experiments (the mini presets in full)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow experiments (a chapter's whole `mini` preset) run only with --slow; CI runs their smoke preset."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow experiment: run with --slow (CI runs the smoke preset)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
