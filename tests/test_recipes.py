@@ -16,9 +16,9 @@ from arl.track import RunDir
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def arl_cli(*args, **kw):
+def arl_cli(*args, timeout=600, **kw):
     return subprocess.run([sys.executable, "-m", "arl.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=600, **kw)
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=timeout, **kw)
 
 
 def comparable(rows):
@@ -108,7 +108,7 @@ def test_help_lists_every_field_with_its_doc():
 @pytest.mark.slow
 def test_grpo_mini_preset_raises_held_out_accuracy_by_15_points(tmp_path):
     """The chapter's claim, end to end (about 8 minutes with a cold cold-start cache)."""
-    out = arl_cli("run", "grpo", "--preset", "mini", "--out", str(tmp_path), "--name", "mini")
+    out = arl_cli("run", "grpo", "--preset", "mini", "--out", str(tmp_path), "--name", "mini", timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = RunDir.open(tmp_path / "grpo" / "mini").read_eval("summary")
     assert summary["after"] - summary["before"] >= 0.15, summary
