@@ -81,7 +81,9 @@ def make_trl_trainer(model_dir: Path, weights: dict, prompts_text, answers, args
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(weights, strict=False)
-    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)  # only a tied head may be absent
+    # a tied head is saved once, under either name
+    tied = {"lm_head.weight", "model.embed_tokens.weight"} if model.config.tie_word_embeddings else set()
+    assert not unexpected and len(missing) <= 1 and set(missing) <= tied, (missing, unexpected)
     n_batch = len(prompts_text) * args.group_size
     rows = [{"prompt": m, "answer": a} for m, a in zip(prompts_text, answers)]
     data = Dataset.from_list(rows * (args.steps + 1))  # one batch of the same prompts per step
@@ -92,7 +94,7 @@ def make_trl_trainer(model_dir: Path, weights: dict, prompts_text, answers, args
     config = GRPOConfig(
         output_dir=out_dir, max_steps=args.steps + 1, learning_rate=args.learning_rate, max_grad_norm=1.0,
         per_device_train_batch_size=n_batch, gradient_accumulation_steps=1, num_generations=args.group_size,
-        generation_batch_size=n_batch, steps_per_generation=1, num_iterations=1, beta=0.0,
+        steps_per_generation=1, num_iterations=1, beta=0.0,
         max_completion_length=args.max_tokens, temperature=1.0, top_p=1.0, top_k=0, scale_rewards="none",
         loss_type="dapo", shuffle_dataset=False, use_cpu=True, bf16=False, fp16=False, report_to="none",
         save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, dataloader_num_workers=0,
