@@ -117,6 +117,40 @@ def test_micro_batching_leaves_gradient_unchanged(service, group, monkeypatch):
     assert out_whole.metrics["loss:sum"] == pytest.approx(out_split.metrics["loss:sum"], rel=1e-5)
 
 
+def test_prefix_groups_find_runs_that_share_a_prompt():
+    p = list(range(100, 120))
+    seqs = [p + [1, 2], p + [3], p + [1, 2, 3], [7] * 30, p[:17] + [9, 9], p[:10] + [5] * 20]
+    assert trainer_mod.prefix_groups(seqs, 16) == [([0, 1, 2], 20), ([3], 0), ([4], 0), ([5], 0)]
+    # the shared prefix leaves every member at least one token of its own
+    assert trainer_mod.prefix_groups([p, p + [1]], 16) == [([0, 1], 19)]
+    assert trainer_mod.prefix_groups([p + [1], p[:18] + [4]], 16) == [([0, 1], 18)]
+
+
+@pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])
+def test_shared_prompt_forward_gives_the_same_logprobs_and_gradient(service, monkeypatch, lora):
+    """A group's prompt runs once and its completions on the prompt's keys and values: the numbers
+    must be those of one independent forward per datum."""
+    def make():
+        if lora:
+            return service.create_lora_training_client(TINY, rank=8, seed=2)
+        return service.create_full_training_client(TINY, seed=2)
+
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(5, 500, (40,), generator=g).tolist()
+    completions = [torch.randint(5, 500, (2 + 5 * k,), generator=g).tolist() for k in range(4)]
+    data = [rl_datum(prompt, c, [-2.0] * len(c), a) for c, a in zip(completions, [1.0, -0.5, 0.25, -0.75])]
+    single = torch.randint(5, 500, (30,), generator=g).tolist()
+    data.append(rl_datum(single[:18], single[18:], [-2.0] * 12, 0.5))  # a datum without a group
+    shared, separate = make(), make()
+    assert [len(i) for i, _ in trainer_mod.prefix_groups([d.model_input.to_ints() for d in data], 16)] == [4, 1]
+    out_shared = shared.forward_backward(data, "importance_sampling").result()
+    monkeypatch.setattr(trainer_mod, "MIN_SHARED_PREFIX", 10**9)
+    out_separate = separate.forward_backward(data, "importance_sampling").result()
+    for a, b in zip(out_shared.loss_fn_outputs, out_separate.loss_fn_outputs):
+        torch.testing.assert_close(a["logprobs"].to_torch(), b["logprobs"].to_torch(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grads(shared), grads(separate), atol=1e-6, rtol=1e-4)
+
+
 def test_gradients_accumulate_across_calls(service, group):
     prompt, seqs = group
     data = [rl_datum(prompt, s.tokens, s.logprobs, 1.0) for s in seqs]

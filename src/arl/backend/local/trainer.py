@@ -8,10 +8,12 @@ micro-batches (to bound memory) and summing their gradients gives the same gradi
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
 from dataclasses import asdict, dataclass
 
 import torch
+from transformers import DynamicCache
 
 from ... import checkpoints, losses, models, settings
 from ...types import Datum, ForwardBackwardOutput, ImageChunk, TensorData
@@ -21,6 +23,29 @@ MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
 LORA_ALPHA = 32
 LOGIT_BUDGET = 64 * 2**20
 """Max logits (tokens x vocab) materialised per micro-batch: 256 MB in float32."""
+MIN_SHARED_PREFIX = 16
+"""Consecutive datums that start with the same this-many tokens or more (a GRPO group: one prompt,
+several completions) run that prefix once and their suffixes on its keys and values."""
+
+
+def prefix_groups(seqs: list[list[int]], min_shared: int = MIN_SHARED_PREFIX) -> list[tuple[list[int], int]]:
+    """Runs of consecutive sequences with a common prefix of at least `min_shared` tokens, as
+    (indices, prefix length); the prefix stops one token short of the shortest member, so every member
+    keeps a suffix. Sequences without such a neighbour come back alone with prefix length 0."""
+    groups: list[tuple[list[int], int]] = []
+    for i, seq in enumerate(seqs):
+        if groups:
+            idx, shared = groups[-1]
+            first = seqs[idx[0]]
+            limit = min(shared if len(idx) > 1 else len(first) - 1, len(seq) - 1)
+            n = 0
+            while n < limit and first[n] == seq[n]:
+                n += 1
+            if n >= min_shared:
+                groups[-1] = (idx + [i], n)
+                continue
+        groups.append(([i], 0))
+    return groups
 
 
 @dataclass(frozen=True)
@@ -92,6 +117,9 @@ class LocalTrainer:
         else:
             model = apply_lora(model, spec)
         self.model = model
+        # transformers 5.24 renamed `past_key_values` to `cache`; the engine supports both sides of it
+        forward = type(loaded.model).forward
+        self._cache_arg = "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
         self.device = device
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -152,21 +180,65 @@ class LocalTrainer:
         return batches
 
     def _logp(self, data: list[Datum]) -> list[torch.Tensor]:
-        """logp of each datum's target tokens, [len(model_input)] per datum, in one padded forward."""
-        lengths = [d.model_input.length for d in data]
+        """logp of each datum's target tokens, [len(model_input)] per datum. Datums that share a long
+        prefix (`prefix_groups`) run it once: the same logits, a fraction of the compute."""
+        seqs = [d.model_input.to_ints() for d in data]
+        targets = [d.loss_fn_inputs["target_tokens"].to_torch().to(self.device) for d in data]
+        out: list[torch.Tensor | None] = [None] * len(data)
+        alone = []
+        for idx, shared in prefix_groups(seqs, MIN_SHARED_PREFIX):
+            if shared == 0:
+                alone += idx
+                continue
+            for i, logp in zip(idx, self._logp_shared([seqs[i] for i in idx], [targets[i] for i in idx], shared)):
+                out[i] = logp
+        if alone:
+            for i, logp in zip(alone, self._logp_padded([seqs[i] for i in alone], [targets[i] for i in alone])):
+                out[i] = logp
+        return out
+
+    def _logp_padded(self, seqs: list[list[int]], targets: list[torch.Tensor]) -> list[torch.Tensor]:
+        """One right-padded forward of independent sequences."""
+        lengths = [len(x) for x in seqs]
         T = max(lengths)
-        ids_BT = torch.zeros(len(data), T, dtype=torch.long)
-        targets_BT = torch.zeros(len(data), T, dtype=torch.long)
-        mask_BT = torch.zeros(len(data), T, dtype=torch.long)
-        for b, d in enumerate(data):
-            n = lengths[b]
-            ids_BT[b, :n] = torch.tensor(d.model_input.to_ints())
-            targets_BT[b, :n] = d.loss_fn_inputs["target_tokens"].to_torch()
+        ids_BT = torch.zeros(len(seqs), T, dtype=torch.long)
+        targets_BT = torch.zeros(len(seqs), T, dtype=torch.long, device=self.device)
+        mask_BT = torch.zeros(len(seqs), T, dtype=torch.long)
+        for b, (seq, n) in enumerate(zip(seqs, lengths)):
+            ids_BT[b, :n] = torch.tensor(seq)
+            targets_BT[b, :n] = targets[b]
             mask_BT[b, :n] = 1
-        ids_BT, targets_BT, mask_BT = (t.to(self.device) for t in (ids_BT, targets_BT, mask_BT))
-        logits_BTV = self.model(input_ids=ids_BT, attention_mask=mask_BT).logits.float()
+        logits_BTV = self.model(input_ids=ids_BT.to(self.device), attention_mask=mask_BT.to(self.device)).logits.float()
         logp_BT = logits_BTV.gather(-1, targets_BT[..., None]).squeeze(-1) - torch.logsumexp(logits_BTV, dim=-1)
         return [logp_BT[b, :n] for b, n in enumerate(lengths)]
+
+    def _logp_shared(self, seqs: list[list[int]], targets: list[torch.Tensor], shared: int) -> list[torch.Tensor]:
+        """The common prefix once, then every suffix on its keys and values (expanded, not copied, so
+        each suffix's gradient flows back into the one prefix computation)."""
+        G, L = len(seqs), shared
+        prefix = self.model(input_ids=torch.tensor([seqs[0][:L]], device=self.device), use_cache=True)
+        logits_LV = prefix.logits[0].float()
+        logz_L = torch.logsumexp(logits_LV, dim=-1)
+        prefix_cache = prefix.cache if self._cache_arg == "cache" else prefix.past_key_values
+        cache = DynamicCache(ddp_cache_data=[(layer.keys.expand(G, -1, -1, -1), layer.values.expand(G, -1, -1, -1))
+                                             for layer in prefix_cache.layers])
+        lengths = [len(x) - L for x in seqs]
+        S = max(lengths)
+        ids_GS = torch.zeros(G, S, dtype=torch.long)
+        mask_GT = torch.zeros(G, L + S, dtype=torch.long)
+        for g, (seq, n) in enumerate(zip(seqs, lengths)):
+            ids_GS[g, :n] = torch.tensor(seq[L:])
+            mask_GT[g, :L + n] = 1
+        positions_GS = torch.arange(L, L + S).expand(G, S)
+        logits_GSV = self.model(input_ids=ids_GS.to(self.device), attention_mask=mask_GT.to(self.device),
+                                position_ids=positions_GS.to(self.device), **{self._cache_arg: cache}).logits.float()
+        logz_GS = torch.logsumexp(logits_GSV, dim=-1)
+        out = []
+        for g, n in enumerate(lengths):
+            head = logits_LV.gather(-1, targets[g][:L, None]).squeeze(-1) - logz_L
+            tail = logits_GSV[g, :n].gather(-1, targets[g][L:L + n, None]).squeeze(-1) - logz_GS[g, :n]
+            out.append(torch.cat([head, tail]))
+        return out
 
     def run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None, backward: bool) -> ForwardBackwardOutput:
         """Loss (and, with `backward`, accumulated gradients) of `data`, already checked by `validate`."""
