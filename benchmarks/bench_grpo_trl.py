@@ -47,6 +47,7 @@ def our_step(client, tok, prompts, answers, args, seed: int, send_all: bool) -> 
     params = arl.SamplingParams(max_tokens=args.max_tokens, temperature=1.0, seed=seed, stop=[tok.eos_token])
     futures = [sampler.sample(arl.ModelInput.from_ints(p), args.group_size, params) for p in prompts]
     groups = [f.result().sequences for f in futures]
+    t_sample = time.perf_counter() - t0
     rewards_BG = [[boxed_reward(s.text, a) for s in seqs] for a, seqs in zip(answers, groups)]
     adv_BG, _ = advantages.batch_advantages(rewards_BG)
     kept = [(p, s, a) for p, seqs, advs in zip(prompts, groups, adv_BG) for s, a in zip(seqs, advs)
@@ -57,7 +58,7 @@ def our_step(client, tok, prompts, answers, args, seed: int, send_all: bool) -> 
         fb = client.forward_backward(datums, "importance_sampling")
         opt = client.optim_step(arl.AdamParams(learning_rate=args.learning_rate, grad_clip_norm=1.0))
         fb.result(), opt.result()
-    return {"time": time.perf_counter() - t0, "new_tokens": sum(len(s.tokens) for g in groups for s in g),
+    return {"time": time.perf_counter() - t0, "sample": t_sample, "new_tokens": sum(len(s.tokens) for g in groups for s in g),
             "trained": len(datums)}
 
 
@@ -159,6 +160,9 @@ def main():
         "ours_step_s (all 64 trained)": round(t_all, 3),
         "speedup (recipe)": round(t_trl / t_recipe, 2),
         "speedup (all trained)": round(t_trl / t_all, 2),
+        "ours_sample_s (recipe)": round(statistics.median(r["sample"] for r in results["recipe"]), 3),
+        "ours_step_s per block (recipe)": [round(statistics.median(r["time"] for r in block), 3) for block in
+                                           (results["recipe"][:args.steps], results["recipe"][args.steps:])],
         "ours_new_tokens_per_step": statistics.median(r["new_tokens"] for r in results["recipe"]),
         "ours_trained_per_step (recipe)": statistics.median(r["trained"] for r in results["recipe"]),
         "other_cores_busy": round(other_cores_busy(start), 2),
