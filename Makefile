@@ -22,7 +22,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
-	$(BIN)/pip install -q ".[bench]"
+	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_grpo_trl.py
 
