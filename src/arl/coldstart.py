@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 from . import checkpoints
 from .client import ServiceClient
+from .config import require_positive
 from .data import Problem, format_prompt, load_math_task
 from .models import model_dir
 from .models.cache import read_manifest
@@ -114,9 +115,7 @@ class MathTask:
     """Held-out problems for evaluation."""
 
     def validate(self) -> None:
-        for name in ("n_train", "n_test"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
+        require_positive(self, "n_train", "n_test")
         if not 0.0 <= self.sft_plain_fraction <= 1.0:
             raise ValueError(f"sft_plain_fraction={self.sft_plain_fraction}: must be between 0 and 1")
 

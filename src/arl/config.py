@@ -46,6 +46,13 @@ def _own_field_docs(cls) -> dict[str, str]:
     return docs
 
 
+def require_positive(cfg, *names: str) -> None:
+    """For a config's `validate`: each named field must be at least 1, else an error naming it."""
+    for name in names:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name}={getattr(cfg, name)}: must be at least 1")
+
+
 def _convert(name: str, text: str, annotation):
     hint = typing.get_origin(annotation) or annotation
     args = typing.get_args(annotation)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 from .. import advantages, checkpoints, report
 from ..client import ServiceClient
+from ..config import require_positive
 from ..coldstart import MathTask, encode_chat, run_cold_start
 from ..data import format_prompt
 from ..eval import before_after, evaluate, summary_rows
@@ -67,9 +68,7 @@ class Config(MathTask):
         super().validate()
         if self.loss_fn not in LOSS_FNS:
             raise ValueError(f"loss_fn={self.loss_fn!r}: use one of {', '.join(LOSS_FNS)}")
-        for name in ("steps", "batch_prompts", "group_size", "max_tokens", "eval_every", "save_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
+        require_positive(self, "steps", "batch_prompts", "group_size", "max_tokens", "eval_every", "save_every")
         if self.group_size < 2:
             raise ValueError(f"group_size={self.group_size}: GRPO needs at least 2 samples per prompt")
 

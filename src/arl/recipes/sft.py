@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 from .. import report
 from ..client import ServiceClient
+from ..config import require_positive
 from ..coldstart import ColdStart, MathTask, encode_chat, run_cold_start, sft_targets
 from ..data import format_prompt
 from ..eval import before_after, evaluate, summary_rows
@@ -49,9 +50,7 @@ class Config(MathTask):
 
     def validate(self) -> None:
         super().validate()
-        for name in ("steps", "batch_size", "max_tokens", "eval_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
+        require_positive(self, "steps", "batch_size", "max_tokens", "eval_every")
         if self.time_budget_s < 0:
             raise ValueError(f"time_budget_s={self.time_budget_s}: must be 0 (use steps) or a number of seconds")
 
