@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from arl.coldstart import ColdStart, sft_targets
+from arl.coldstart import sft_targets
 from arl.data import INSTRUCTION, Problem, format_prompt, load_gsm8k, load_math_task, make_split
 from arl.data.arithmetic import MAX_VALUE
 from arl.rewards import boxed_reward
@@ -161,13 +161,14 @@ def test_chain_level_needs_two_or_three_steps_on_numbers_below_ten():
 
 def test_cold_start_targets_drop_the_box_for_a_plain_share():
     train, _ = make_split(seed=0, n_train=400, n_test=0, level="small")
-    assert sft_targets(ColdStart("arl/tiny-qwen3-0.5m", 1), train) == [p.solution for p in train]
-    mixed = sft_targets(ColdStart("arl/tiny-qwen3-0.5m", 1, plain_fraction=0.6), train)
+    assert sft_targets(train, 0.0) == [p.solution for p in train]
+    mixed = sft_targets(train, 0.6)
     plain = [(t, p) for t, p in zip(mixed, train) if t != p.solution]
     assert 0.52 < len(plain) / len(train) < 0.68
     for t, p in plain:
         assert t == p.solution.replace(f"\\boxed{{{p.answer}}}", p.answer) and boxed_reward(t, p.answer) == 0.0
-    assert mixed == sft_targets(ColdStart("arl/tiny-qwen3-0.5m", 5, plain_fraction=0.6), train)  # fixed per problem
+    assert mixed == sft_targets(train, 0.6, data_seed=0)  # fixed per problem
+    assert mixed != sft_targets(train, 0.6, data_seed=1)
 
 
 def test_missing_gsm8k_file_and_cache_fail_with_how_to_get_it(tmp_path, monkeypatch):

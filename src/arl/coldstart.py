@@ -47,11 +47,24 @@ def encode_chat(tokenizer, messages: list[dict]) -> list[int]:
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
 
 
-def sft_targets(spec: ColdStart, train: Sequence[Problem]) -> list[str]:
-    """Each problem's SFT target: its worked solution, for a `plain_fraction` share with the final
-    `\\boxed{answer}` written as the plain answer."""
-    rng = random.Random(f"plain-{spec.data_seed}")
-    return [_unboxed(p.solution) if rng.random() < spec.plain_fraction else p.solution for p in train]
+def sft_targets(train: Sequence[Problem], plain_fraction: float, data_seed: int = 0) -> list[str]:
+    """Each problem's SFT target: its worked solution, for a `plain_fraction` share (drawn per problem
+    from `data_seed`) with the final `\\boxed{answer}` written as the plain answer."""
+    rng = random.Random(f"plain-{data_seed}")
+    return [_unboxed(p.solution) if rng.random() < plain_fraction else p.solution for p in train]
+
+
+def sft_examples(tokenizer, train: Sequence[Problem], targets: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+    """(prompt tokens through the chat template, target tokens ending with end-of-turn) per problem."""
+    return [(encode_chat(tokenizer, format_prompt(p)),
+             tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id]) for p, t in zip(train, targets)]
+
+
+def sft_step(client, batch: Sequence[tuple[list[int], list[int]]], adam: AdamParams):
+    """One token-mean cross-entropy step on (prompt, completion) pairs: (forward_backward, optim_step) futures."""
+    n_tokens = sum(len(c) for _, c in batch)
+    fb = client.forward_backward([sft_datum(p, c, 1.0 / n_tokens) for p, c in batch], "cross_entropy")
+    return fb, client.optim_step(adam)
 
 
 def _unboxed(solution: str) -> str:
@@ -64,25 +77,22 @@ def _unboxed(solution: str) -> str:
 
 def run_cold_start(spec: ColdStart, train: Sequence[Problem]) -> str:
     """Path of the training state after `spec.steps` SFT steps on `train` (trained once, then cached)."""
-    uri = checkpoints.make_uri(f"coldstart-{spec.key()}", "training_state", "final")
+    run_name = f"coldstart-{spec.key()}"
+    uri = checkpoints.make_uri(run_name, "training_state", "final")
     try:
         checkpoints.read_meta(uri)
         return uri
     except checkpoints.CheckpointNotFoundError:
         pass
-    service = ServiceClient(run_name=f"coldstart-{spec.key()}")
+    service = ServiceClient(run_name=run_name)
     client = service.create_full_training_client(spec.model, seed=spec.seed)
     tok = client.get_tokenizer()
-    examples = [(encode_chat(tok, format_prompt(p)), tok.encode(t, add_special_tokens=False) + [tok.eos_token_id])
-                for p, t in zip(train, sft_targets(spec, train))]
+    examples = sft_examples(tok, train, sft_targets(train, spec.plain_fraction, spec.data_seed))
     rng = random.Random(spec.data_seed)
     adam = AdamParams(learning_rate=spec.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
     with progress(spec.steps, "SFT cold start") as bar:
         for _ in range(spec.steps):
-            batch = rng.sample(examples, min(spec.batch_size, len(examples)))
-            n_tokens = sum(len(c) for _, c in batch)
-            out = client.forward_backward([sft_datum(p, c, 1.0 / n_tokens) for p, c in batch], "cross_entropy")
-            client.optim_step(adam)
+            out, _ = sft_step(client, rng.sample(examples, min(spec.batch_size, len(examples))), adam)
             bar.update()
             bar.set_metrics({"loss": out.result().metrics["loss:sum"]})
     client.save_state("final").result()

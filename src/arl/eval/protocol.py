@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..rewards import any_format_reward, boxed_reward, extract_boxed
 from ..types import ModelInput, SamplingParams
 
 
@@ -73,6 +74,17 @@ LABELS = {"accuracy": "held-out accuracy", "format_rate": "answers in the reques
           "accuracy_given_format": "accuracy among answers in the format",
           "accuracy_any_format": "accuracy, any format (last number)"}
 """Report labels of the summary keys."""
+
+
+def evaluate_boxed(run, step: int, sampler, prompts: Sequence[list[int]], answers: Sequence[str], max_tokens: int,
+                   stop: list[str] | None) -> dict[str, float]:
+    """The math chapters' held-out evaluation at `step`: `evaluate` with the `\\boxed{}` reward, its
+    format rate and the any-format diagnostic; writes `eval/step-NNNN.json` and returns the `eval/` metrics."""
+    result = evaluate(sampler, prompts, answers, boxed_reward, max_tokens, stop, extract_boxed,
+                      {"accuracy_any_format": any_format_reward})
+    run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items})
+    return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate,
+            "eval/accuracy_any_format": result.extra["accuracy_any_format"]}
 
 
 def before_after(run, keys: Sequence[str]) -> tuple[dict[str, dict], dict]:

@@ -21,8 +21,8 @@ from ..client import ServiceClient
 from ..config import require_positive
 from ..coldstart import MathTask, encode_chat, run_cold_start
 from ..data import format_prompt
-from ..eval import before_after, evaluate, summary_rows
-from ..rewards import any_format_reward, boxed_reward, extract_boxed
+from ..eval import before_after, evaluate_boxed, summary_rows
+from ..rewards import boxed_reward
 from ..rollout import rl_datum
 from ..settings import configure
 from ..track import RunDir, Tracker, progress
@@ -93,11 +93,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
 
     def held_out(step: int, sampler) -> dict[str, float]:
-        result = evaluate(sampler, test_prompts, [p.answer for p in test], boxed_reward, cfg.max_tokens, stop,
-                          extract_boxed, {"accuracy_any_format": any_format_reward})
-        run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items})
-        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate,
-                "eval/accuracy_any_format": result.extra["accuracy_any_format"]}
+        return evaluate_boxed(run, step, sampler, test_prompts, [p.answer for p in test], cfg.max_tokens, stop)
 
     tracker = Tracker.create(cfg.tracker, run)
     if start == 0:
@@ -171,7 +167,8 @@ def _start(cfg: Config, run: RunDir, service: ServiceClient, train, resume: bool
             return saved["step"], service.create_training_client_from_state_with_optimizer(saved["path"])
         run.truncate_after(-1)
     if cfg.sft_steps > 0:
-        client = service.create_training_client_from_state(run_cold_start(cfg.cold_start(), train))  # fresh optimizer for the RL phase
+        # a fresh optimizer for the RL phase
+        client = service.create_training_client_from_state(run_cold_start(cfg.cold_start(), train))
     elif cfg.lora_rank:
         client = service.create_lora_training_client(cfg.model, rank=cfg.lora_rank, seed=cfg.seed)
     else:

@@ -17,11 +17,9 @@ from dataclasses import asdict, dataclass
 from .. import report
 from ..client import ServiceClient
 from ..config import require_positive
-from ..coldstart import ColdStart, MathTask, encode_chat, run_cold_start, sft_targets
+from ..coldstart import MathTask, encode_chat, run_cold_start, sft_examples, sft_step, sft_targets
 from ..data import format_prompt
-from ..eval import before_after, evaluate, summary_rows
-from ..rewards import any_format_reward, boxed_reward, extract_boxed
-from ..rollout import sft_datum
+from ..eval import before_after, evaluate_boxed, summary_rows
 from ..settings import configure
 from ..track import RunDir, progress
 from ..types import AdamParams
@@ -73,18 +71,12 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         .create_training_client_from_state_with_optimizer(run_cold_start(start, train))
     tok = client.get_tokenizer()
     plain = start.plain_fraction if cfg.plain_fraction < 0 else cfg.plain_fraction
-    targets = sft_targets(ColdStart(cfg.model, 0, plain_fraction=plain, data_seed=start.data_seed), train)
-    examples = [(encode_chat(tok, format_prompt(p)), tok.encode(t, add_special_tokens=False) + [tok.eos_token_id])
-                for p, t in zip(train, targets)]
+    examples = sft_examples(tok, train, sft_targets(train, plain, start.data_seed))
     test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
 
     def held_out(step: int) -> dict[str, float]:
-        result = evaluate(client.save_weights_and_get_sampling_client(), test_prompts, [p.answer for p in test],
-                          boxed_reward, cfg.max_tokens, [tok.eos_token], extract_boxed,
-                          {"accuracy_any_format": any_format_reward})
-        run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items})
-        return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate,
-                "eval/accuracy_any_format": result.extra["accuracy_any_format"]}
+        return evaluate_boxed(run, step, client.save_weights_and_get_sampling_client(), test_prompts,
+                              [p.answer for p in test], cfg.max_tokens, [tok.eos_token])
 
     run.log_metrics(0, held_out(0))
     rng = random.Random(cfg.seed)
@@ -93,10 +85,8 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     with progress(cfg.steps if not cfg.time_budget_s else None, "sft") as bar:
         while step < cfg.steps and (not cfg.time_budget_s or trained_s < cfg.time_budget_s):
             t0 = time.perf_counter()
-            batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
-            n_tokens = sum(len(c) for _, c in batch)
-            fb = client.forward_backward([sft_datum(p, c, 1.0 / n_tokens) for p, c in batch], "cross_entropy")
-            client.optim_step(adam).result()
+            fb, optim = sft_step(client, rng.sample(examples, min(cfg.batch_size, len(examples))), adam)
+            optim.result()
             step, trained_s = step + 1, trained_s + time.perf_counter() - t0
             metrics = {"loss/ce": fb.result().metrics["loss:sum"], "time/step": time.perf_counter() - t0,
                        "time/trained": trained_s}
