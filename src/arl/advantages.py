@@ -70,3 +70,50 @@ def batch_advantages(rewards_BG: Sequence[Sequence[float]], scale: str = "none")
         else:
             advantages_BG.append(group_advantages(rewards_G, scale=scale))
     return advantages_BG, n_degenerate / len(rewards_BG)
+
+
+NORMALIZERS = ("token_mean", "seq_mean", "constant")
+
+
+def sequence_scales(lengths_K: Sequence[int], normalizer: str, n_rollouts: int, max_tokens: int) -> list[float]:
+    """Per-sequence factor c_i that turns the built-in losses' token *sum* into the chosen reduction.
+
+    The loss of a step is sum_i c_i sum_t l_it over the K trained sequences (lengths |y_i|):
+    - "token_mean": c_i = 1 / sum_j |y_j|, every trained token weighs the same (DAPO, Yu et al. 2025,
+      sec. 3.3 "token-level policy gradient loss"): long answers are not diluted.
+    - "seq_mean": c_i = 1 / (|y_i| N), the mean over all N rollouts of each sequence's token mean (the
+      GRPO objective, DeepSeekMath eq. 3; zero-advantage rollouts count in N).
+    - "constant": c_i = 1 / (N max_tokens), a constant normaliser (Dr. GRPO, Liu et al. 2025, sec. 3.1),
+      which removes GRPO's length bias: a wrong answer is not penalised less for being long.
+    """
+    if normalizer not in NORMALIZERS:
+        raise ValueError(f"normalizer must be one of {NORMALIZERS}, got {normalizer!r}")
+    if normalizer == "token_mean":
+        total = sum(lengths_K)
+        return [1.0 / total] * len(lengths_K)
+    if normalizer == "seq_mean":
+        return [1.0 / (n * n_rollouts) for n in lengths_K]
+    return [1.0 / (n_rollouts * max_tokens)] * len(lengths_K)
+
+
+def keep_group(correct_G: Sequence[bool]) -> bool:
+    """DAPO's dynamic-sampling filter (Yu et al. 2025, sec. 3.2): keep a group only if 0 < #correct < G.
+
+    Decided on correctness, not on the shaped reward: an all-wrong group whose answers differ only in
+    their overlong penalty still teaches nothing about the task.
+    """
+    n_correct = sum(bool(c) for c in correct_G)
+    return 0 < n_correct < len(correct_G)
+
+
+def kl_shaped_advantages(adv: float, sampler_logprobs_T: Sequence[float], ref_logprobs_T: Sequence[float],
+                         kl_coef: float) -> list[float]:
+    """Per-token advantage with a k1 KL penalty in the reward: A_t = A - kl_coef * (logq_t - logref_t).
+
+    The sampled log-ratio is an unbiased estimate of KL(pi || pi_ref) per token; putting it in the
+    reward (as tinker-cookbook's `kl_penalty_coef` does) gives the gradient of the KL-regularised
+    objective, which a k1 term in the loss would not (see `losses.kl_k1`).
+    """
+    if len(sampler_logprobs_T) != len(ref_logprobs_T):
+        raise ValueError(f"kl_shaped_advantages: {len(sampler_logprobs_T)} sampler vs {len(ref_logprobs_T)} reference logprobs")
+    return [adv - kl_coef * (q - r) for q, r in zip(sampler_logprobs_T, ref_logprobs_T)]

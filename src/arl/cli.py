@@ -99,6 +99,29 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    """Plan the arms (failing before any run on a bad key or value), run what is unfinished, report."""
+    from . import config
+    from .report.compare import write_compare_report
+    from .track.compare import Plan, parse_vary, run_all
+
+    try:
+        arms = parse_vary(args.vary or [])
+        base = dict(config.split_override(item) for item in args.set)
+        out = args.out or f"runs/compare/{args.chapter}-{'-'.join(dict.fromkeys(a.name.split('=')[0] for a in arms))}"
+        plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)))
+    except (ValueError, FileNotFoundError) as e:
+        print(f"arl compare {args.chapter}: {e}", file=sys.stderr)
+        return 2
+    print(f"comparison folder: {plan.folder} ({len(plan.arms)} arms x {len(plan.seeds)} seeds)")
+    failures = [] if args.report_only else run_all(plan, args.jobs)
+    report = write_compare_report(plan)
+    print(f"report: {report}")
+    for failure in failures:
+        print(f"failed: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arl", description="Agentic RL Lab: RL for LLMs and agents on a laptop CPU.")
     parser.add_argument("--threads", type=int, help="torch threads (default: ARL_NUM_THREADS or min(2, cores))")
@@ -117,6 +140,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint")
     p.add_argument("-h", "--help", dest="help_config", action="store_true", help="list the chapter's config fields")
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("compare", help="run arms that differ in one variable, with the same seeds, and report")
+    p.add_argument("chapter")
+    p.add_argument("--vary", action="append", metavar="KEY=A,B,...",
+                   help="one arm per value (repeat for one-at-a-time arms of several keys); the first is the reference")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 for every arm (a larger N adds seeds)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting shared by every arm")
+    p.add_argument("--preset", default="mini", help="the chapter preset every arm starts from")
+    p.add_argument("--out", default=None, help="comparison folder (default runs/compare/CHAPTER-KEYS); rerun to resume or extend")
+    p.add_argument("--jobs", type=int, default=None, help="runs at once (default: cores // 2)")
+    p.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
+    p.set_defaults(fn=cmd_compare)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")
     p.add_argument("--model", default="arl/tiny-qwen3-2m", help="base model (see `arl models`)")
     p.add_argument("--steps", type=int, default=30, help="supervised steps")

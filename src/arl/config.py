@@ -81,7 +81,7 @@ def resolve(config_cls, presets: dict[str, dict], preset: str, overrides: list[s
     hints = typing.get_type_hints(config_cls)
     names = [f.name for f in dataclasses.fields(config_cls)]
     values = dict(presets[preset])
-    items = overrides.items() if isinstance(overrides, dict) else [_split(o) for o in overrides]
+    items = overrides.items() if isinstance(overrides, dict) else [split_override(o) for o in overrides]
     for key, value in items:
         if key not in names:
             close = [n for n in names if n == ALIASES.get(key)] or difflib.get_close_matches(key, names, n=1)
@@ -94,7 +94,7 @@ def resolve(config_cls, presets: dict[str, dict], preset: str, overrides: list[s
     return cfg
 
 
-def _split(item: str) -> tuple[str, str]:
+def split_override(item: str) -> tuple[str, str]:
     if "=" not in item:
         raise ValueError(f"override {item!r}: write key=value (for example loss_fn=ppo)")
     key, value = item.split("=", 1)

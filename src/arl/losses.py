@@ -135,6 +135,67 @@ def dro(
     )
 
 
+def sequence_ratio(logp_T: torch.Tensor, logq_T: torch.Tensor) -> torch.Tensor:
+    """GSPO's sequence importance ratio (Zheng et al. 2025, eq. 7): the length-normalised likelihood ratio
+
+        s = (pi_theta(y|x) / pi_old(y|x)) ** (1/|y|) = exp( mean_t (logp_t - logq_t) )
+
+    over the completion tokens of one sequence. The 1/|y| keeps s near 1 for any length, so one clip
+    range fits short and long answers.
+    """
+    return torch.exp((logp_T - logq_T).mean())
+
+
+def gspo(
+    logp_KT: list[torch.Tensor],
+    logq_KT: list[torch.Tensor],
+    adv_K: torch.Tensor,
+    n_sequences: int,
+    clip_low: float = 3e-4,
+    clip_high: float = 4e-4,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GSPO objective (Zheng et al. 2025, eq. 5), sequence-level clipping, for `forward_backward_custom`:
+
+        L = -1/N sum_i min( s_i A_i, clip(s_i, 1 - clip_low, 1 + clip_high) A_i )
+
+    s_i = `sequence_ratio` of sequence i (its completion tokens only), N = `n_sequences`, every
+    rollout of the step including those of zero-advantage groups (the reference lab's normaliser).
+    Defaults 3e-4 / 4e-4 are the paper's. A clipped sequence contributes no gradient at all, so
+    the token clip fraction is the share of trained tokens inside clipped sequences.
+    Returns (loss, metrics: `gspo/seq_ratio_mean`, `gspo/seq_clip_frac`, `gspo/token_clip_frac`).
+    """
+    if not (len(logp_KT) == len(logq_KT) == len(adv_K)):
+        raise ValueError(f"gspo: {len(logp_KT)} logprob rows, {len(logq_KT)} sampler rows, {len(adv_K)} advantages")
+    s_K = torch.stack([sequence_ratio(lp, lq) for lp, lq in zip(logp_KT, logq_KT)])
+    obj_K = torch.minimum(s_K * adv_K, torch.clamp(s_K, 1 - clip_low, 1 + clip_high) * adv_K)
+    clipped_K = ((s_K > 1 + clip_high) & (adv_K > 0)) | ((s_K < 1 - clip_low) & (adv_K < 0))
+    len_K = torch.tensor([len(lp) for lp in logp_KT], dtype=torch.float32)
+    metrics = {
+        "gspo/seq_ratio_mean": float(s_K.detach().mean()),
+        "gspo/seq_clip_frac": float(clipped_K.float().mean()),
+        "gspo/token_clip_frac": float((clipped_K.float() * len_K).sum() / len_K.sum()),
+    }
+    return -obj_K.sum() / n_sequences, metrics
+
+
+def kl_k1(logp_N: torch.Tensor, ref_logp_N: torch.Tensor) -> torch.Tensor:
+    """k1 = log pi(t) - log pi_ref(t) per sampled token (Schulman 2020, "Approximating KL divergence").
+
+    Unbiased for KL(pi || pi_ref) over samples of pi, but as a *loss* its gradient grad logp has
+    expectation zero on on-policy samples, so it belongs in the reward (advantage), not the loss.
+    """
+    return logp_N - ref_logp_N
+
+
+def kl_k3(logp_N: torch.Tensor, ref_logp_N: torch.Tensor) -> torch.Tensor:
+    """k3 = r - 1 - log r with r = pi_ref(t) / pi(t) (Schulman 2020; the GRPO loss, DeepSeekMath eq. 4).
+
+    Unbiased, always >= 0, and as a loss its gradient pulls pi towards pi_ref: d k3 / d logp = 1 - r.
+    """
+    log_r_N = ref_logp_N - logp_N
+    return torch.exp(log_r_N) - 1 - log_r_N
+
+
 @dataclass(frozen=True)
 class LossSpec:
     fn: Callable[..., LossTerms]

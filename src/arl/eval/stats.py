@@ -1,0 +1,80 @@
+"""Statistics for comparing arms across seeds: bands, paired bootstrap intervals and a verdict.
+
+With a handful of seeds every interval is wide; these functions say so rather than hide it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (then 1.96)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def mean_band(values: Sequence[float]) -> tuple[float, float]:
+    """(mean, half-width of the 95% t interval of the mean); the half-width is 0 for one value.
+
+    Used for the curves' bands: mean +- t_{0.975, n-1} * sd / sqrt(n) across seeds at each step.
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("mean_band: no values")
+    mean = math.fsum(values) / n
+    if n == 1:
+        return mean, 0.0
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    t = _T975[n - 2] if n - 2 < len(_T975) else 1.96
+    return mean, t * sd / math.sqrt(n)
+
+
+def bootstrap_ci(diffs: Sequence[float], n_boot: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): percentile bootstrap interval of the mean of paired differences.
+
+    Resamples the seeds (the pairs) with replacement. With n seeds there are only C(2n-1, n)
+    distinct resamples (10 for n = 3), so the interval is coarse and too narrow for small n: the
+    verdict adds that warning.
+    """
+    n = len(diffs)
+    if n == 0:
+        raise ValueError("bootstrap_ci: no differences")
+    mean = math.fsum(diffs) / n
+    rng = random.Random(seed)
+    means = sorted(math.fsum(rng.choice(diffs) for _ in range(n)) / n for _ in range(n_boot))
+    lo = means[int((1 - level) / 2 * n_boot)]
+    hi = means[min(n_boot - 1, int((1 + level) / 2 * n_boot))]
+    return mean, lo, hi
+
+
+@dataclass
+class Verdict:
+    mean: float
+    low: float
+    high: float
+    n: int
+    text: str
+
+
+def paired_verdict(name_a: str, values_a: Sequence[float], name_b: str, values_b: Sequence[float],
+                   metric: str, scale: float = 100.0, unit: str = " points") -> Verdict:
+    """Plain-language verdict on B - A, paired by seed: "no detectable difference at n seeds" when the
+    bootstrap interval holds 0, else "B higher/lower by X ± Y" (Y = half the interval's width)."""
+    if len(values_a) != len(values_b):
+        raise ValueError(f"paired_verdict: {len(values_a)} seeds for {name_a} vs {len(values_b)} for {name_b}")
+    diffs = [b - a for a, b in zip(values_a, values_b)]
+    mean, lo, hi = bootstrap_ci(diffs)
+    n = len(diffs)
+    if all(d == 0 for d in diffs):
+        text = f"{name_b} and {name_a}: identical {metric} at every seed"
+    elif lo <= 0 <= hi:
+        text = f"no detectable difference in {metric} at {n} seeds ({name_b} - {name_a} = {scale * mean:+.1f}, " \
+               f"95% CI [{scale * lo:+.1f}, {scale * hi:+.1f}]{unit})"
+    else:
+        word = "higher" if mean > 0 else "lower"
+        text = f"{name_b} {word} than {name_a} by {scale * abs(mean):.1f} ± {scale * (hi - lo) / 2:.1f}{unit} " \
+               f"in {metric} ({n} seeds, 95% CI [{scale * lo:+.1f}, {scale * hi:+.1f}])"
+    return Verdict(mean, lo, hi, n, text)

@@ -1,0 +1,176 @@
+"""One-variable comparisons: run every arm of a chapter with the same seeds, in one folder that can be
+extended and resumed.
+
+    plan = Plan.create("runs/compare/losses", "grpo", "mini", base={}, arms=parse_vary(["loss_fn=is,ppo"]), seeds=[0, 1, 2])
+    run_all(plan, jobs=1)      # each run is `arl run` in its own process, its log under logs/
+
+Layout: `compare.json` (the plan), `runs/<chapter>/<arm>-seed<k>/` (ordinary run folders), `logs/`.
+A run is finished when its `eval/summary.json` exists; an unfinished one is resumed from its last
+checkpoint, so an interrupted comparison picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import _io
+from .progress import progress
+
+PLAN_FILE = "compare.json"
+
+
+@dataclass
+class Arm:
+    name: str
+    overrides: dict[str, str]
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.+-]+", "-", self.name.replace("=", "-")).strip("-") or "base"
+
+
+def parse_vary(items: list[str]) -> list[Arm]:
+    """Arms from `--vary key=a,b,c` options: one arm per value, each changing only that key against the
+    base; several --vary options give one-at-a-time arms for each key. The first arm is the reference
+    that the others are compared with."""
+    arms: list[Arm] = []
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--vary {item!r}: write key=value1,value2 (for example loss_fn=ppo,cispo)")
+        key, values = item.split("=", 1)
+        key = key.strip().replace("-", "_")
+        for value in (v.strip() for v in values.split(",")):
+            if not value:
+                raise ValueError(f"--vary {item!r}: an empty value; separate values by commas without blanks")
+            arm = Arm(f"{key}={value}", {key: value})
+            if any(a.name == arm.name for a in arms):
+                raise ValueError(f"--vary: the arm {arm.name} is given twice")
+            arms.append(arm)
+    if not arms:
+        raise ValueError("arl compare needs at least one --vary key=value1,value2")
+    return arms
+
+
+@dataclass
+class Plan:
+    folder: Path
+    chapter: str
+    preset: str
+    base: dict[str, str]
+    arms: list[Arm]
+    seeds: list[int]
+    notes: dict = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, folder, chapter: str, preset: str, base: dict[str, str], arms: list[Arm], seeds: list[int]) -> "Plan":
+        """A new plan, or an existing one in `folder` extended by new arms and seeds (chapter, preset and
+        base settings must be the same: a comparison holds one fixed setting)."""
+        folder = Path(folder)
+        if (folder / PLAN_FILE).is_file():
+            old = cls.open(folder)
+            for what, a, b in (("chapter", old.chapter, chapter), ("preset", old.preset, preset), ("--set", old.base, base)):
+                if a != b:
+                    raise ValueError(f"{folder} compares {what} {a!r}, not {b!r}; choose another --out for a new comparison")
+            names = {a.name for a in old.arms}
+            old.arms += [a for a in arms if a.name not in names]
+            old.seeds += [s for s in seeds if s not in old.seeds]
+            plan = old
+        else:
+            plan = cls(folder, chapter, preset, dict(base), list(arms), list(seeds))
+        plan.check()
+        plan.save()
+        return plan
+
+    @classmethod
+    def open(cls, folder) -> "Plan":
+        folder = Path(folder)
+        if not (folder / PLAN_FILE).is_file():
+            raise FileNotFoundError(f"{folder} has no {PLAN_FILE}: it is not a comparison made by `arl compare`")
+        d = json.loads((folder / PLAN_FILE).read_text())
+        return cls(folder, d["chapter"], d["preset"], d["base"], [Arm(**a) for a in d["arms"]], d["seeds"], d.get("notes", {}))
+
+    def save(self) -> None:
+        d = {"chapter": self.chapter, "preset": self.preset, "base": self.base,
+             "arms": [asdict(a) for a in self.arms], "seeds": self.seeds, "notes": self.notes}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _io.atomic_write_text(self.folder / PLAN_FILE, json.dumps(d, indent=2) + "\n")
+
+    def check(self) -> None:
+        """Resolve every arm's config for every seed, so that a bad key or value fails before any run."""
+        if len(self.arms) < 2:
+            raise ValueError(f"a comparison needs at least two arms, got {[a.name for a in self.arms]}")
+        if not self.seeds:
+            raise ValueError("--seeds must be at least 1")
+        slugs = [a.slug for a in self.arms]
+        if len(set(slugs)) != len(slugs):
+            raise ValueError(f"two arms share a folder name: {slugs}")
+        if "seed" in self.base or any("seed" in a.overrides for a in self.arms):
+            raise ValueError("seed is set by --seeds, not by --vary or --set")
+        for arm in self.arms:
+            self.config(arm, self.seeds[0])
+
+    def overrides(self, arm: Arm, seed: int) -> dict[str, str]:
+        return {**self.base, **arm.overrides, "seed": str(seed)}
+
+    def config(self, arm: Arm, seed: int):
+        from .. import config
+        from ..recipes import load
+
+        recipe = load(self.chapter)
+        try:
+            return config.resolve(recipe.Config, recipe.PRESETS, self.preset, self.overrides(arm, seed))
+        except ValueError as e:
+            raise ValueError(f"arm {arm.name}: {e}") from None
+
+    def run_dir(self, arm: Arm, seed: int) -> Path:
+        return self.folder / "runs" / self.chapter / f"{arm.slug}-seed{seed}"
+
+    def finished(self, arm: Arm, seed: int) -> bool:
+        return (self.run_dir(arm, seed) / "eval" / "summary.json").is_file()
+
+    def command(self, arm: Arm, seed: int, threads: int) -> list[str]:
+        head = [sys.executable, "-m", "arl.cli", "--threads", str(threads), "run", self.chapter]
+        folder = self.run_dir(arm, seed)
+        if (folder / "config.json").is_file():
+            return head + ["--resume", str(folder)]
+        return head + ["--preset", self.preset, "--out", str(self.folder / "runs"), "--name", folder.name,
+                       *[f"{k}={v}" for k, v in self.overrides(arm, seed).items()]]
+
+
+def default_jobs() -> int:
+    """Runs at once: one per two cores (each with two torch threads); 1 on a 2-core laptop, where a
+    second busy process slows both."""
+    return max(1, (os.cpu_count() or 1) // 2)
+
+
+def run_all(plan: Plan, jobs: int | None = None) -> list[str]:
+    """Run (or resume) every unfinished (arm, seed); returns the failures as 'arm seed k: log path'."""
+    jobs = jobs or default_jobs()
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    todo = [(arm, seed) for seed in plan.seeds for arm in plan.arms if not plan.finished(arm, seed)]
+    logs = plan.folder / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    failures: list[str] = []
+
+    def one(item) -> None:
+        arm, seed = item
+        log = logs / f"{arm.slug}-seed{seed}.log"
+        with open(log, "a", encoding="utf-8") as f:
+            rc = subprocess.run(plan.command(arm, seed, threads), stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, "ARL_PROGRESS": "0"}).returncode
+        if rc != 0 or not plan.finished(arm, seed):
+            failures.append(f"{arm.name} seed {seed}: exit {rc}, see {log}")
+
+    done = len(plan.arms) * len(plan.seeds) - len(todo)
+    with progress(len(plan.arms) * len(plan.seeds), f"compare {plan.chapter}", initial=done, unit="run") as bar:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for _ in pool.map(lambda item: (one(item), bar.update()), todo):
+                pass
+    return failures
