@@ -70,3 +70,25 @@ def test_batch_advantages_give_exact_zeros_for_equal_rewards():
     # [0, 2]: centered [-1, 1], sample std = sqrt(2) -> -+1/sqrt(2)
     assert advantages_BG[1] == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)])
     assert frac_degenerate == 0.5
+
+
+def test_sequence_scales_by_hand():
+    from arl.advantages import sequence_scales
+
+    assert sequence_scales([2, 3, 5], "token_mean", n_rollouts=8, max_tokens=10) == pytest.approx([0.1, 0.1, 0.1])
+    assert sequence_scales([2, 4], "seq_mean", n_rollouts=8, max_tokens=10) == pytest.approx([1 / 16, 1 / 32])
+    assert sequence_scales([2, 4], "constant", n_rollouts=8, max_tokens=10) == pytest.approx([1 / 80, 1 / 80])
+    with pytest.raises(ValueError, match="normalizer"):
+        sequence_scales([2], "sum", 1, 1)
+
+
+def test_keep_group_needs_some_right_and_some_wrong():
+    from arl.advantages import keep_group
+
+    assert keep_group([True, False, False]) and not keep_group([True, True]) and not keep_group([False, False])
+
+
+def test_kl_shaped_advantages_subtract_the_log_ratio():
+    from arl.advantages import kl_shaped_advantages
+
+    assert kl_shaped_advantages(1.0, [-1.0, -2.0], [-1.5, -2.0], kl_coef=0.2) == pytest.approx([0.9, 1.0])

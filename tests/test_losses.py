@@ -98,3 +98,44 @@ def test_unknown_loss_and_config_key_are_named():
         losses.get_loss("ppo", {"clip_ratio": 0.2})
     spec, config = losses.get_loss("ppo", {"clip_high_threshold": 1.28})
     assert config == {"clip_low_threshold": 0.8, "clip_high_threshold": 1.28}
+
+
+def test_dapo_clip_higher_is_ppo_with_a_wider_upper_bound():
+    # ratio 1.25, A = +1: inside DAPO's 1.28, clipped by PPO's 1.2 (the objective stops at 1.2 * A)
+    logp, old, adv = torch.tensor([math.log(0.5)]), torch.tensor([math.log(0.4)]), torch.tensor([1.0])
+    ppo = losses.ppo(logp, None, old, adv)
+    dapo = losses.ppo(logp, None, old, adv, clip_high_threshold=1.28)
+    assert ppo.loss_N.item() == pytest.approx(-1.2) and ppo.stats_N["clip_frac_high"].item() == 1.0
+    assert dapo.loss_N.item() == pytest.approx(-1.25) and dapo.stats_N["clip_frac_high"].item() == 0.0
+
+
+def test_sequence_ratio_is_the_length_normalised_likelihood_ratio():
+    logp = torch.tensor([math.log(0.5), math.log(0.2), math.log(0.9)])
+    old = torch.tensor([math.log(0.4), math.log(0.2), math.log(0.6)])
+    # (pi(y) / pi_old(y)) ** (1/|y|) = ((0.5 * 0.2 * 0.9) / (0.4 * 0.2 * 0.6)) ** (1/3) = 1.875 ** (1/3)
+    assert losses.sequence_ratio(logp, old).item() == pytest.approx(1.875 ** (1 / 3), rel=1e-6)
+
+
+def test_gspo_objective_by_hand():
+    # sequence 1: s = exp(0.001) > 1 + 4e-4 with A = +1 -> clipped at 1.0004; sequence 2: s = 1, A = -2
+    lp1, lq1 = torch.tensor([0.001, 0.001]) - 1.0, torch.tensor([-1.0, -1.0])
+    lp2, lq2 = torch.tensor([-2.0]), torch.tensor([-2.0])
+    logp = [lp1.clone().requires_grad_(True), lp2.clone().requires_grad_(True)]
+    loss, m = losses.gspo(logp, [lq1, lq2], torch.tensor([1.0, -2.0]), n_sequences=4)
+    assert loss.item() == pytest.approx(-(1.0004 * 1.0 + 1.0 * -2.0) / 4, rel=1e-6)
+    assert m["gspo/seq_clip_frac"] == 0.5 and m["gspo/token_clip_frac"] == pytest.approx(2 / 3)
+    loss.backward()
+    assert logp[0].grad.abs().sum().item() == 0.0  # a clipped sequence gets no gradient at all
+    # unclipped: d/dlogp_t of -(s * A) / N = -(s * A / |y|) / N = -(1 * -2 / 1) / 4
+    assert logp[1].grad.tolist() == pytest.approx([0.5])
+
+
+def test_kl_estimators_by_hand():
+    logp, ref = torch.tensor([math.log(0.5)]), torch.tensor([math.log(0.25)])
+    assert losses.kl_k1(logp, ref).item() == pytest.approx(math.log(2))
+    # r = 0.25 / 0.5 = 0.5: k3 = 0.5 - 1 - log 0.5
+    assert losses.kl_k3(logp, ref).item() == pytest.approx(0.5 - 1 - math.log(0.5))
+    x = logp.clone().requires_grad_(True)
+    losses.kl_k3(x, ref).backward()
+    assert x.grad.item() == pytest.approx(1 - 0.5)  # d k3 / d logp = 1 - r
+    assert losses.kl_k3(ref, ref).item() == 0.0

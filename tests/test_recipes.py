@@ -30,6 +30,11 @@ def comparable(rows):
 STEP_KEYS = {
     "grpo": {"reward/mean", "reward/frac_degenerate", "rollout/len_mean", "train/tokens", "time/sample", "time/train"},
     "sft": {"loss/ce", "time/step", "time/trained"},
+    "dapo": {"reward/mean", "reward/correct", "sampling/candidate_groups", "sampling/effective_groups",
+             "sampling/partial_batch", "train/update_skipped", "time/refill", "time/sample"},
+    "losses": {"replay/ratio_mean", "replay/logratio_std", "clip_frac/ppo", "clip_frac/gspo", "grad_norm/cispo",
+               "grad_norm/dapo_clip_higher"},
+    "gspo": {"reward/mean", "reward/frac_degenerate", "train/tokens", "time/sample", "time/train"},
 }
 
 

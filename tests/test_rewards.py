@@ -97,3 +97,18 @@ def test_math_verify_runs_in_worker_threads():
     worker.start()
     worker.join()
     assert rewards == [1.0]
+
+
+def test_overlong_ramp_matches_its_formula_at_the_boundaries():
+    from arl.rewards import overlong_penalty
+
+    # max 40, cache 10: 0 up to 30 tokens, then -(L - 30) / 10, -1 at 40, -1 beyond
+    assert overlong_penalty(0, 40, 10) == 0.0
+    assert overlong_penalty(30, 40, 10) == 0.0
+    assert overlong_penalty(31, 40, 10) == pytest.approx(-0.1)
+    assert overlong_penalty(35, 40, 10) == pytest.approx(-0.5)
+    assert overlong_penalty(40, 40, 10) == pytest.approx(-1.0)
+    assert overlong_penalty(41, 40, 10) == -1.0
+    assert overlong_penalty(40, 40, 0) == 0.0
+    with pytest.raises(ValueError, match="cache"):
+        overlong_penalty(5, 40, 50)

@@ -17,10 +17,14 @@ from typing import Callable, Sequence
 import torch
 
 from . import advantages, checkpoints, losses, report
-from .coldstart import MathTask, run_cold_start
+from .client import ServiceClient
+from .coldstart import MathTask, encode_chat, run_cold_start
 from .config import require_positive
-from .eval import before_after, summary_rows
+from .data import format_prompt
+from .eval import before_after, evaluate_boxed, summary_rows
 from .rollout import rl_datum
+from .settings import configure
+from .track import Tracker
 from .types import AdamParams, ModelInput, SamplingParams
 
 KL_ESTIMATORS = ("k1", "k3")
@@ -163,6 +167,43 @@ def start_client(cfg: PolicyConfig, run, service, train, resume: bool):
     return 0, client, ref
 
 
+@dataclass
+class Session:
+    """What a policy-update loop holds: the task, the client (and the reference sampler for the KL), the
+    tokenizer's stop string, the held-out evaluation and the tracker."""
+
+    train: list
+    start: int
+    client: object
+    ref: object
+    tokenizer: object
+    stop: list[str]
+    held_out: Callable[[int, object], dict[str, float]]
+    tracker: object
+
+    def prompt(self, problem) -> list[int]:
+        return encode_chat(self.tokenizer, format_prompt(problem))
+
+
+def open_session(cfg: PolicyConfig, run, resume: bool) -> Session:
+    """Threads, task, client (cold start or resumed checkpoint) and the step-0 held-out evaluation."""
+    if cfg.threads:
+        configure(num_threads=cfg.threads)
+    train, test = cfg.load_task()
+    service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
+    start, client, ref = start_client(cfg, run, service, train, resume)
+    tok = client.get_tokenizer()
+    stop = [tok.eos_token]
+    test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
+
+    def held_out(step: int, sampler) -> dict[str, float]:
+        return evaluate_boxed(run, step, sampler, test_prompts, [p.answer for p in test], cfg.max_tokens, stop)
+
+    if start == 0:
+        run.log_metrics(0, held_out(0, client.save_weights_and_get_sampling_client()))
+    return Session(train, start, client, ref, tok, stop, held_out, Tracker.create(cfg.tracker, run))
+
+
 def save(run, client, step: int) -> None:
     path = client.save_state(f"step-{step:04d}").result().path
     checkpoints.write_json(run.checkpoints_dir / "latest.json", {"step": step, "path": path})
@@ -262,10 +303,10 @@ def _logprob_gap(chunk: Sequence[Rollout], out) -> float:
     return max(gaps) if gaps else 0.0
 
 
-def same_update(cfg_a: PolicyConfig, cfg_b: PolicyConfig, n_probes: int = 3) -> bool:
+def same_update(cfg_a: PolicyConfig, cfg_b: PolicyConfig, n_probes: int = 3, extra_keys: Sequence[str] = ()) -> bool:
     """Whether two configs make mathematically the same parameter update at every step.
 
-    True when every field outside `UPDATE_KEYS` is equal, training is on-policy (one mini-batch, so the
+    True when every field outside `UPDATE_KEYS` (and a chapter's `extra_keys`) is equal, training is on-policy (one mini-batch, so the
     sampler's logprobs are the trainer's and every ratio is 1) and the two `step_loss` gradients with
     respect to the token logprobs agree on random on-policy batches (with mixed lengths, signs and
     zero-advantage rollouts). Then the parameter gradients, the optimizer steps and so the whole runs
@@ -273,7 +314,8 @@ def same_update(cfg_a: PolicyConfig, cfg_b: PolicyConfig, n_probes: int = 3) -> 
     """
     if type(cfg_a) is not type(cfg_b):
         return False
-    rest_a, rest_b = ({k: v for k, v in asdict(c).items() if k not in UPDATE_KEYS} for c in (cfg_a, cfg_b))
+    keys = (*UPDATE_KEYS, *extra_keys)
+    rest_a, rest_b = ({k: v for k, v in asdict(c).items() if k not in keys} for c in (cfg_a, cfg_b))
     if rest_a != rest_b or cfg_a.minibatches != 1:
         return False
     for probe in range(n_probes):
@@ -295,14 +337,42 @@ def same_update(cfg_a: PolicyConfig, cfg_b: PolicyConfig, n_probes: int = 3) -> 
     return True
 
 
+def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], frac_degenerate: float, t_sample: float,
+                  t_total: float) -> dict[str, float]:
+    """The step metrics every group chapter logs: rewards, lengths, what was trained, timings."""
+    flat = [r for rs in rewards_BG for r in rs]
+    return {
+        "reward/mean": sum(flat) / len(flat),
+        "reward/frac_degenerate": frac_degenerate,
+        "rollout/len_mean": sum(len(s.tokens) for seqs in groups for s in seqs) / len(flat),
+        "train/datums": float(len(kept)),
+        "train/tokens": float(sum(len(r.tokens) for r in kept)),
+        "time/sample": t_sample,
+        "time/train": t_total - t_sample,
+        "time/step": t_total,
+    }
+
+
+def end_step(cfg: PolicyConfig, run, session: Session, step: int, metrics: dict, rows: list[dict]) -> None:
+    """After step `step` (1-based): held-out eval when due, metrics and rollouts logged, checkpoint when due."""
+    if step % cfg.eval_every == 0 or step == cfg.steps:
+        metrics.update(session.held_out(step, session.client.save_weights_and_get_sampling_client()))
+    run.log_metrics(step, metrics)
+    run.log_rollouts(step, rows)
+    session.tracker.log(step, metrics)
+    if step % cfg.save_every == 0 or step == cfg.steps:
+        save(run, session.client, step)
+
+
 def rollout_rows(problems, groups, rewards_BG, adv_BG) -> list[dict]:
     return [{"prompt": p.question, "answer": p.answer, "completion": s.text, "tokens": s.tokens, "logprobs": s.logprobs,
              "reward": r, "advantage": a, "stop_reason": s.stop_reason}
             for p, seqs, rs, advs in zip(problems, groups, rewards_BG, adv_BG) for s, r, a in zip(seqs, rs, advs)]
 
 
-def finish(cfg: PolicyConfig, run, title: str) -> None:
+def finish(cfg: PolicyConfig, run, session: Session, title: str) -> None:
     """Before/after summary (`eval/summary.json`, which marks the run finished), plots and the report."""
+    session.tracker.close()
     keys = ("accuracy", "format_rate", "accuracy_given_format", "accuracy_any_format")
     evals, summary = before_after(run, keys)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -8,7 +8,10 @@ from __future__ import annotations
 import importlib
 
 CHAPTERS = {
+    "losses": ("arl.recipes.losses", "01 Loss functions: objectives against the ratio, and one GRPO batch replayed through each loss"),
     "grpo": ("arl.recipes.grpo", "01 GRPO: group-relative policy optimisation on mini arithmetic word problems"),
+    "dapo": ("arl.recipes.dapo", "01 DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping (presets grpo/dapo)"),
+    "gspo": ("arl.recipes.gspo", "01 GSPO: sequence-level importance ratio and clipping"),
     "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
 }
 

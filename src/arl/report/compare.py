@@ -119,14 +119,19 @@ def _equivalences(plan: Plan, runs) -> list[dict]:
     return out
 
 
+NOT_UPDATE = ("time/", "loss/", "ratio/", "gspo/")
+"""Logged values that are not the update: timings, and the value of the objective and its statistics,
+which differ between losses whose gradients agree (cispo's loss is not importance_sampling's)."""
+
+
 def _max_gap(rows_a: list[dict], rows_b: list[dict]) -> float:
-    """Largest difference between two runs' logged values (timings excluded)."""
+    """Largest difference between two runs' logged values that follow from the updates (`NOT_UPDATE` excluded)."""
     by_step = {r["step"]: r for r in rows_b}
     gap = 0.0
     for r in rows_a:
         other = by_step.get(r["step"], {})
         for k, v in r.items():
-            if k != "step" and not k.startswith("time/") and k in other and isinstance(v, (int, float)):
+            if k != "step" and not k.startswith(NOT_UPDATE) and k in other and isinstance(v, (int, float)):
                 gap = max(gap, abs(v - other[k]))
     return gap
 

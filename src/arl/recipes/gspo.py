@@ -1,0 +1,107 @@
+"""GSPO: importance ratio and clipping per sequence, not per token (Zheng et al. 2025, Qwen team).
+
+A sequence is rewarded as a whole, so GSPO weighs it as a whole: the ratio of a completion is the
+length-normalised likelihood ratio s_i = exp(mean_t (logp_it - logq_it)) (`losses.sequence_ratio`),
+clipped to [1 - 3e-4, 1 + 4e-4], and the loss is -1/N sum_i min(s_i A_i, clip(s_i) A_i) over all N
+rollouts of the step (`losses.gspo`, through `forward_backward_custom`). `ratio_level=token` is the
+matched token-level baseline: PPO clipping per token, each rollout's token mean over the same N.
+
+The ratio only moves away from 1 when the weights that are trained are not the ones that sampled:
+with `minibatches` = 1 (one on-policy update per batch) both levels make exactly the same update.
+The paper trains with several mini-batches per rollout batch; the `mini` preset uses 4.
+
+    arl run gspo --preset mini [ratio_level=token] [minibatches=1]
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+from .. import advantages, losses, policy
+from ..policy import PolicyConfig, Rollout
+from ..rewards import boxed_reward
+from ..track import RunDir, progress
+
+RATIO_LEVELS = ("sequence", "token")
+
+
+@dataclass
+class Config(PolicyConfig):
+    ratio_level: str = "sequence"
+    """sequence (GSPO) or token (PPO's per-token ratio and clip: the matched baseline)."""
+    gspo_clip_low: float = 3e-4
+    """GSPO's lower clip: sequences with s < 1 - this (and A < 0) get no gradient."""
+    gspo_clip_high: float = 4e-4
+    """GSPO's upper clip: sequences with s > 1 + this (and A > 0) get no gradient."""
+    loss_fn: str = "ppo"
+    """The token-level loss of ratio_level=token."""
+    normalizer: str = "seq_mean"
+    """Reduction of the token level and of the KL term: seq_mean matches GSPO's mean over all rollouts."""
+    adv_scale: str = "std"
+    """Group advantage: std ((r - mean) / sample std, as the reference chapter) or none."""
+    minibatches: int = 4
+    """Optimizer steps per rollout batch; with 1 the ratio is 1 everywhere and both levels coincide."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.ratio_level not in RATIO_LEVELS:
+            raise ValueError(f"ratio_level={self.ratio_level!r}: use sequence or token")
+        if not (0 < self.gspo_clip_low < 1 and self.gspo_clip_high > 0):
+            raise ValueError(f"gspo_clip_low={self.gspo_clip_low}, gspo_clip_high={self.gspo_clip_high}: "
+                             "need 0 < low < 1 and high > 0 (the bounds are 1 - low, 1 + high)")
+        if self.ratio_level == "sequence" and self.kl_coef > 0 and self.kl_estimator == "k1":
+            raise ValueError("kl_estimator=k1 shapes per-token advantages, which GSPO's sequence objective has not; "
+                             "use kl_estimator=k3")
+
+    def sequence_loss(self):
+        if self.ratio_level == "token":
+            return None
+        return functools.partial(losses.gspo, clip_low=self.gspo_clip_low, clip_high=self.gspo_clip_high)
+
+
+PRESETS = {
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=12, sft_steps=2,
+                  n_train=64, n_test=8, eval_every=1, save_every=1, minibatches=2),
+    "mini": {},
+    "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, data="gsm8k/train.jsonl",
+                 max_tokens=1024, steps=100, sft_steps=0),
+}
+
+
+def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
+    session = policy.open_session(cfg, run, resume)
+    with progress(cfg.steps, f"gspo ({cfg.ratio_level})", initial=session.start) as bar:
+        for step in range(session.start, cfg.steps):
+            t0 = time.perf_counter()
+            # 1. sample a group per prompt from the weights at the start of the step
+            sampler = session.client.save_weights_and_get_sampling_client()
+            problems = [policy.draw(session.train, step * cfg.batch_prompts + i) for i in range(cfg.batch_prompts)]
+            groups = policy.sample_groups(sampler, [session.prompt(p) for p in problems], cfg, step, session.stop)
+            t_sample = time.perf_counter() - t0
+
+            # 2. reward (1/0), 3. z-scored group advantage, one per sequence
+            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
+            adv_BG, frac_degenerate = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
+
+            # 4. sequences with signal; N counts every rollout (zero-advantage ones too) in the normaliser
+            kept = [Rollout(session.prompt(p), s.tokens, s.logprobs, a) for p, seqs, advs in zip(problems, groups, adv_BG)
+                    for s, a in zip(seqs, advs) if a != 0]
+            # 5. `minibatches` updates on the same rollouts: from the second on, the ratio leaves 1
+            lr = cfg.learning_rate * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+            metrics = policy.policy_step(session.client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, session.ref) if kept else {}
+            t_total = time.perf_counter() - t0
+
+            # 6. log (gspo/seq_clip_frac, gspo/token_clip_frac, gspo/seq_ratio_mean come from the loss)
+            metrics.update(policy.group_metrics(rewards_BG, groups, kept, frac_degenerate, t_sample, t_total))
+            policy.end_step(cfg, run, session, step + 1, metrics, policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
+            bar.update()
+            bar.set_metrics({"reward": metrics["reward/mean"], "seq_clip": metrics.get("gspo/seq_clip_frac", 0.0)})
+    policy.finish(cfg, run, session, f"GSPO chapter ({cfg.ratio_level} level) on {cfg.data}, {cfg.model}")
+    return run
+
+
+def same_update(cfg_a: Config, cfg_b: Config) -> bool:
+    """`policy.same_update`, with the ratio level and GSPO's clip counted as loss fields."""
+    return policy.same_update(cfg_a, cfg_b, extra_keys=("ratio_level", "gspo_clip_low", "gspo_clip_high"))
