@@ -34,7 +34,29 @@ same update when the losses' gradients agree on on-policy data (see `same_update
 
 
 @dataclass
-class PolicyConfig(MathTask):
+class GroupSampling(MathTask):
+    """Fields of every chapter that samples groups of answers to the math task's prompts."""
+
+    batch_prompts: int = 8
+    """Prompts per step."""
+    group_size: int = 8
+    """Samples per prompt; the group mean is each sample's baseline."""
+    max_tokens: int = 40
+    """Max new tokens per sample."""
+    temperature: float = 1.0
+    """Sampling temperature for training rollouts."""
+    seed: int = 0
+    """Seed of the model, the sampling and the prompt order (the data split is fixed)."""
+    threads: int = 0
+    """torch threads (0 = the default, min(2, cores))."""
+
+    def validate(self) -> None:
+        super().validate()
+        require_positive(self, "batch_prompts", "group_size", "max_tokens")
+
+
+@dataclass
+class PolicyConfig(GroupSampling):
     """Fields of every policy-update chapter; a chapter's `Config` extends it."""
 
     loss_fn: str = "importance_sampling"
@@ -56,14 +78,6 @@ class PolicyConfig(MathTask):
     """Optimizer steps per rollout batch: 1 is on-policy; more makes later mini-batches off-policy."""
     steps: int = 150
     """Policy-update steps (rollout batches)."""
-    batch_prompts: int = 8
-    """Prompts per step."""
-    group_size: int = 8
-    """Samples per prompt; the group mean is each sample's baseline."""
-    max_tokens: int = 40
-    """Max new tokens per sample."""
-    temperature: float = 1.0
-    """Sampling temperature for training rollouts."""
     learning_rate: float = 1e-4
     """AdamW learning rate of the RL phase."""
     warmup_steps: int = 0
@@ -76,10 +90,6 @@ class PolicyConfig(MathTask):
     """Evaluate on the held-out set every N steps (and before and after)."""
     save_every: int = 10
     """Checkpoint every N steps (what --resume restarts from)."""
-    seed: int = 0
-    """Seed of the model, the sampling and the prompt order (the data split is fixed)."""
-    threads: int = 0
-    """torch threads (0 = the default, min(2, cores))."""
     tracker: str | None = None
     """Optional external tracker: tensorboard, swanlab or wandb."""
 
@@ -96,8 +106,7 @@ class PolicyConfig(MathTask):
             raise ValueError(f"kl_estimator={self.kl_estimator!r}: use k1 or k3")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef={self.kl_coef}: must be >= 0 (0 turns the penalty off)")
-        require_positive(self, "steps", "batch_prompts", "group_size", "max_tokens", "eval_every", "save_every",
-                         "minibatches")
+        require_positive(self, "steps", "eval_every", "save_every", "minibatches")
         if self.group_size < 2:
             raise ValueError(f"group_size={self.group_size}: a group baseline needs at least 2 samples per prompt")
 

@@ -23,9 +23,10 @@ import torch
 
 from .. import advantages, losses, policy, report
 from ..client import ServiceClient
-from ..coldstart import MathTask, encode_chat, run_cold_start
+from ..coldstart import encode_chat, run_cold_start
 from ..config import require_positive
 from ..data import format_prompt
+from ..policy import GroupSampling
 from ..report.losses import plot_objectives, plot_ratio_histogram
 from ..rewards import boxed_reward
 from ..rollout import rl_datum
@@ -43,27 +44,15 @@ VARIANTS = {  # name -> (built-in loss, loss_fn_config); gspo is handled as a se
 
 
 @dataclass
-class Config(MathTask):
-    batch_prompts: int = 8
-    """Prompts in the replayed batch."""
-    group_size: int = 8
-    """Samples per prompt."""
-    max_tokens: int = 40
-    """Max new tokens per sample."""
-    temperature: float = 1.0
-    """Sampling temperature."""
+class Config(GroupSampling):
     replay_updates: int = 12
     """Importance-sampling updates on the batch; it is replayed through every loss after each."""
     learning_rate: float = 1e-4
     """Learning rate of those updates."""
-    seed: int = 0
-    """Seed of the sampling and the prompts."""
-    threads: int = 0
-    """torch threads (0 = the default, min(2, cores))."""
 
     def validate(self) -> None:
         super().validate()
-        require_positive(self, "batch_prompts", "group_size", "max_tokens", "replay_updates")
+        require_positive(self, "replay_updates")
 
 
 PRESETS = {

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import math
 from pathlib import Path
@@ -24,7 +23,7 @@ from ..track import _io
 from ..track.compare import Arm, Plan
 from ..track.rundir import RunDir
 from .html import CSS, _table
-from .plots import COLORS, STYLE, _safe_name, group_of, is_noisy, moving_average, series
+from .plots import COLORS, STYLE, _safe_name, group_of, is_noisy, moving_average, panel_grid, png_bytes, series
 
 IGNORED_DIFF = ("seed", "threads", "tracker")
 """Config fields that may differ between runs without changing what is compared."""
@@ -138,8 +137,6 @@ def _max_gap(rows_a: list[dict], rows_b: list[dict]) -> float:
 
 def _curve_plots(plan: Plan, runs, out_dir: Path) -> list[Path]:
     from matplotlib import rc_context
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
     rows = {arm: {s: r.read_metrics() for s, r in by_seed.items()} for arm, by_seed in runs.items()}
@@ -153,12 +150,8 @@ def _curve_plots(plan: Plan, runs, out_dir: Path) -> list[Path]:
         groups.setdefault(group_of(k), []).append(k)
     written = []
     for group, gkeys in groups.items():
-        ncols = min(3, len(gkeys))
-        nrows = math.ceil(len(gkeys) / ncols)
         with rc_context(STYLE):
-            fig = Figure(figsize=(3.4 * ncols + 0.4, 2.6 * nrows + 0.6), dpi=110, layout="constrained")
-            FigureCanvasAgg(fig)
-            axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+            fig, axes = panel_grid(len(gkeys), 3.4, 2.6)
             for ax, key in zip(axes, gkeys):
                 for i, arm in enumerate(runs):
                     x, mean, half = _band(rows[arm], key)
@@ -172,12 +165,9 @@ def _curve_plots(plan: Plan, runs, out_dir: Path) -> list[Path]:
                 ax.set_xlabel("step")
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
             axes[0].legend(loc="best", fontsize=7, frameon=False)
-            for ax in axes[len(gkeys):]:
-                ax.set_visible(False)
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
+            data = png_bytes(fig)
         path = out_dir / f"{_safe_name(group)}.png"
-        _io.atomic_write_bytes(path, buf.getvalue())
+        _io.atomic_write_bytes(path, data)
         written.append(path)
     return written
 
@@ -291,7 +281,7 @@ def write_compare_report(plan: Plan) -> Path:
             gap = e["observed_max_gap"]
             seen = "not run yet" if gap is None else ("identical logged metrics at every seed" if gap == 0
                                                       else f"largest difference of any logged value: {gap:.3g}")
-            md.append(f"- **{e['b']} = {e['a']}**: in this setting (one on-policy update per batch, every ratio 1) "
+            md.append(f"- **{e['b']} = {e['a']}**: in this setting (one on-policy update per batch: every ratio is 1 up to the sampler/trainer rounding, `train/logprob_gap`) "
                       f"their losses have the same gradient, so the runs are the same update; observed: {seen}.")
     else:
         md.append("- none: every pair of arms makes a different update in this setting.")
@@ -303,6 +293,10 @@ def write_compare_report(plan: Plan) -> Path:
         for k in eval_keys:
             row[f"{k} start"] = _fmt_arm_values(res["start"][a.name][k])
             row[f"{k} end"] = _fmt_arm_values(res["final"][a.name][k])
+        v = res["verdicts"].get(f"{a.name} vs {ref}: {eval_keys[0]}") if eval_keys else None
+        row[f"{eval_keys[0] if eval_keys else ''} Δ vs reference [95% CI]"] = (
+            "reference" if a.name == ref else "-" if v is None
+            else f"{100 * v['mean']:+.1f} [{100 * v['low']:+.1f}, {100 * v['high']:+.1f}]")
         secs = [v for v in res["train_seconds"][a.name].values()]
         row["train s"] = f"{sum(secs) / len(secs):.0f}" if secs else "-"
         table.append(row)

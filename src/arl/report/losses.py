@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import torch
 
 from .. import losses
 from ..track import _io
-from .plots import COLORS, STYLE
+from .plots import COLORS, STYLE, panel_grid, png_bytes
 
 CURVES = {  # label -> objective(ratio_N, adv_N) evaluated by the library's losses, logq = 0 so logp = log rho
     "importance_sampling": lambda lp, a: losses.importance_sampling(lp, None, torch.zeros_like(lp), a).loss_N,
@@ -39,14 +38,11 @@ def plot_objectives(path: Path, lo: float = 0.5, hi: float = 1.6, n: int = 441) 
     sequence, where the sequence ratio is the token ratio (its clip range is too narrow to see here:
     the gradient is zero outside a hair's width around 1)."""
     from matplotlib import rc_context
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     ratio_N = torch.linspace(lo, hi, n)
     with rc_context(STYLE):
-        fig = Figure(figsize=(10, 6.4), dpi=110, layout="constrained")
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(2, 2, squeeze=False)
+        fig, flat = panel_grid(4, 4.6, 2.9)
+        axes = [[flat[0], flat[1]], [flat[2], flat[3]]]
         for col, adv in enumerate((1.0, -1.0)):
             curves = objective_curves(ratio_N, adv)
             for i, (label, (obj, grad)) in enumerate(curves.items()):
@@ -60,22 +56,17 @@ def plot_objectives(path: Path, lo: float = 0.5, hi: float = 1.6, n: int = 441) 
                 axes[row][col].axvline(1.0, color="#8c959f", linewidth=0.8)
                 axes[row][col].set_xlabel("ratio pi_theta / pi_old")
         axes[0][0].legend(loc="best", fontsize=7, frameon=False)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-    _io.atomic_write_bytes(path, buf.getvalue())
+        data = png_bytes(fig)
+    _io.atomic_write_bytes(path, data)
     return path
 
 
 def plot_ratio_histogram(path: Path, ratio_N: torch.Tensor) -> Path:
     """Histogram of a batch's per-token ratios with the clip bounds of PPO, DAPO and GSPO marked."""
     from matplotlib import rc_context
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     with rc_context(STYLE):
-        fig = Figure(figsize=(6.4, 3.2), dpi=110, layout="constrained")
-        FigureCanvasAgg(fig)
-        ax = fig.subplots()
+        fig, (ax,) = panel_grid(1, 6.0, 2.9)
         ax.hist(ratio_N.tolist(), bins=60, color=COLORS[0], alpha=0.8)
         for x, label, c in ((0.8, "ppo low", 1), (1.2, "ppo high", 1), (1.28, "DAPO high", 2)):
             ax.axvline(x, color=COLORS[c], linewidth=1, linestyle="--", label=label)
@@ -83,7 +74,6 @@ def plot_ratio_histogram(path: Path, ratio_N: torch.Tensor) -> Path:
         ax.set_xlabel("ratio pi_theta / pi_old")
         ax.set_ylabel("tokens")
         ax.legend(loc="best", fontsize=7, frameon=False)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-    _io.atomic_write_bytes(path, buf.getvalue())
+        data = png_bytes(fig)
+    _io.atomic_write_bytes(path, data)
     return path

@@ -76,11 +76,31 @@ def _safe_name(group: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", group) or "misc"
 
 
+def panel_grid(n_panels: int, width: float = 3.2, height: float = 2.5):
+    """(figure, flat array of axes) for `n_panels` panels, at most 3 a row; call inside rc_context(STYLE).
+    An Agg canvas of its own, so no global pyplot state is touched."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ncols = min(3, n_panels)
+    nrows = math.ceil(n_panels / ncols)
+    fig = Figure(figsize=(width * ncols + 0.4, height * nrows + 0.4), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[n_panels:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def png_bytes(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
 def plot_metrics(run_dir, keys: list[str] | None = None) -> list[Path]:
     """Write `plots/<group>.png` for each metric group in metrics.jsonl; return the paths written."""
     from matplotlib import rc_context
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
     run = _as_run(run_dir)
@@ -97,12 +117,8 @@ def plot_metrics(run_dir, keys: list[str] | None = None) -> list[Path]:
         gkeys = [k for k in gkeys if len(series(rows, k)[0])]
         if not gkeys:
             continue
-        ncols = min(3, len(gkeys))
-        nrows = math.ceil(len(gkeys) / ncols)
         with rc_context(STYLE):
-            fig = Figure(figsize=(3.2 * ncols + 0.4, 2.5 * nrows + 0.4), dpi=110, layout="constrained")
-            FigureCanvasAgg(fig)
-            axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+            fig, axes = panel_grid(len(gkeys))
             for i, (ax, key) in enumerate(zip(axes, gkeys)):
                 x, y = series(rows, key)
                 color = COLORS[i % len(COLORS)]
@@ -121,11 +137,8 @@ def plot_metrics(run_dir, keys: list[str] | None = None) -> list[Path]:
                 ax.xaxis.get_major_locator().set_params(integer=True)
                 # plain tick labels: the default "1e-5" offset text would sit on the title
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
-            for ax in axes[len(gkeys):]:
-                ax.set_visible(False)
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")
+            data = png_bytes(fig)
         out = run.plots_dir / f"{_safe_name(group)}.png"
-        _io.atomic_write_bytes(out, buf.getvalue())
+        _io.atomic_write_bytes(out, data)
         written.append(out)
     return written
