@@ -52,7 +52,9 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
     steps = [m["step"] for m in run.read_metrics()]
     assert steps == [0, 1, 2]
     assert STEP_KEYS[chapter] <= set(run.read_metrics()[1])
-    assert "step-0000" in run.eval_names() and "summary" in run.eval_names()
+    assert "summary" in run.eval_names()
+    if chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
+        assert "step-0000" in run.eval_names()
     assert list(run.plots_dir.glob("*.png"))
     if chapter == "grpo":
         row = run.read_rollouts(1)[0]

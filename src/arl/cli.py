@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting shared by every arm")
     p.add_argument("--preset", default="mini", help="the chapter preset every arm starts from")
     p.add_argument("--out", default=None, help="comparison folder (default runs/compare/CHAPTER-KEYS); rerun to resume or extend")
-    p.add_argument("--jobs", type=int, default=None, help="runs at once (default: cores // 2)")
+    p.add_argument("--jobs", type=int, default=None, help="runs at once, one torch thread each (default: one per core, at most 8)")
     p.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
     p.set_defaults(fn=cmd_compare)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")

@@ -2,7 +2,7 @@
 extended and resumed.
 
     plan = Plan.create("runs/compare/losses", "grpo", "mini", base={}, arms=parse_vary(["loss_fn=is,ppo"]), seeds=[0, 1, 2])
-    run_all(plan, jobs=1)      # each run is `arl run` in its own process, its log under logs/
+    run_all(plan)              # each run is `arl run` in its own process, its log under logs/
 
 Layout: `compare.json` (the plan), `runs/<chapter>/<arm>-seed<k>/` (ordinary run folders), `logs/`.
 A run is finished when its `eval/summary.json` exists; an unfinished one is resumed from its last
@@ -145,9 +145,10 @@ class Plan:
 
 
 def default_jobs() -> int:
-    """Runs at once: one per two cores (each with two torch threads); 1 on a 2-core laptop, where a
-    second busy process slows both."""
-    return max(1, (os.cpu_count() or 1) // 2)
+    """Runs at once: one per core (up to 8), each with one torch thread. The tiny models use a second
+    thread poorly, so on 2 cores two 1-thread runs finish 9 GRPO mini runs in 17 minutes where one
+    2-thread run at a time takes about 25 (docs/chapters/losses.md)."""
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 def run_all(plan: Plan, jobs: int | None = None) -> list[str]:
