@@ -86,11 +86,13 @@ def _same_inputs(plan: Plan, runs) -> tuple[list[str], list[str]]:
         streams = {}
         for arm, by_seed in runs.items():
             if seed in by_seed:
-                rows = by_seed[seed].read_rollouts(1)
-                streams[arm] = json.dumps(sorted({r.get("prompt") for r in rows}))
+                run = by_seed[seed]
+                # a step's own prompts are its first batch_prompts groups; refills (dynamic sampling) come after
+                n = run.config.get("batch_prompts", 0) * run.config.get("group_size", 0) or None
+                streams[arm] = json.dumps([r.get("prompt") for r in run.read_rollouts(1)[:n]])
         if len(streams) > 1:
             if len(set(streams.values())) == 1:
-                ok.append(f"seed {seed}: the first step's prompts are the same in every arm")
+                ok.append(f"seed {seed}: the first step's prompts are the same in every arm, in the same order")
             else:
                 problems.append(f"seed {seed}: the first step's prompts differ between arms (data order changed)")
     return ok, problems
@@ -209,11 +211,26 @@ def compare_results(plan: Plan) -> dict:
     diff_rows, problems = _config_diff(plan, runs)
     checks, input_problems = _same_inputs(plan, runs)
     train_s = {arm: {s: sum(r.get("time/step", 0.0) for r in rs) for s, rs in by_seed.items()} for arm, by_seed in rows.items()}
+    cost = {arm: _step_means(by_seed) for arm, by_seed in rows.items()}
     return {"chapter": plan.chapter, "preset": plan.preset, "base": plan.base, "seeds": plan.seeds,
             "arms": [{"name": a.name, "overrides": a.overrides, "finished_seeds": sorted(runs[a.name])} for a in plan.arms],
             "config_diff": diff_rows, "problems": problems + input_problems, "checks": checks,
             "same_update": _equivalences(plan, runs), "final": finals, "start": starts, "verdicts": verdicts,
-            "train_seconds": train_s, "eval_items": _eval_size(runs)}
+            "train_seconds": train_s, "step_means": cost, "eval_items": _eval_size(runs)}
+
+
+COST_GROUPS = ("time/", "sampling/", "train/")
+
+
+def _step_means(rows_by_seed: dict[int, list[dict]]) -> dict[str, float]:
+    """Mean over training steps and seeds of each `time/`, `sampling/` and `train/` metric: what a step costs."""
+    sums: dict[str, list[float]] = {}
+    for rows in rows_by_seed.values():
+        for r in rows:
+            for k, v in r.items():
+                if k.startswith(COST_GROUPS) and isinstance(v, (int, float)):
+                    sums.setdefault(k, []).append(v)
+    return {k: sum(v) / len(v) for k, v in sorted(sums.items())}
 
 
 def _eval_size(runs) -> int | None:
@@ -305,6 +322,10 @@ def write_compare_report(plan: Plan) -> Path:
     md += _md_table([{"arm": a.name, **{f"{k} seed {s}": ("-" if res["final"][a.name][k].get(s) is None
                                                            else f"{100 * res['final'][a.name][k][s]:.1f}")
                                          for k in eval_keys[:1] for s in plan.seeds}} for a in plan.arms])
+    md += ["", "## What a step costs (mean over steps and seeds)", ""]
+    cost_keys = sorted({k for a in plan.arms for k in res["step_means"][a.name]})
+    md += _md_table([{"metric": k, **{a.name: (f"{res['step_means'][a.name][k]:.3g}" if k in res["step_means"][a.name] else "-")
+                                       for a in plan.arms}} for k in cost_keys])
     md += ["", f"## Verdicts (paired by seed against {ref}, bootstrap 95% CI)", ""]
     md += [f"- {v['text']}" for v in res["verdicts"].values()] or ["- not enough finished runs yet"]
     md += ["", "## Curves (mean and 95% band across seeds)", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs]
