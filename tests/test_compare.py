@@ -85,6 +85,10 @@ def test_smoke_comparison_writes_the_report_and_extends(tmp_path):
     assert sorted(p.name for p in (out / "logs").iterdir()) == sorted(
         f"loss_fn-{loss}-seed{s}.log" for loss in ("importance_sampling", "cispo") for s in range(3))
     assert json.loads((out / "results.json").read_text())["arms"][0]["finished_seeds"] == [0, 1, 2]
+    # the folder alone is enough to resume or re-report it
+    res = arl_cli("compare", "grpo", "--out", str(out), "--report-only")
+    assert res.returncode == 0 and "3 seeds" not in res.stderr and "(2 arms x 3 seeds)" in res.stdout
+    assert arl_cli("compare", "dapo", "--out", str(out), "--report-only").returncode == 2
 
 
 def test_compare_rejects_bad_input_before_work(tmp_path):

@@ -106,10 +106,15 @@ def cmd_compare(args) -> int:
     from .track.compare import Plan, parse_vary, run_all
 
     try:
-        arms = parse_vary(args.vary or [])
-        base = dict(config.split_override(item) for item in args.set)
-        out = args.out or f"runs/compare/{args.chapter}-{'-'.join(dict.fromkeys(a.name.split('=')[0] for a in arms))}"
-        plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)))
+        if not args.vary and args.out:  # an existing comparison: resume it, or --report-only
+            plan = Plan.open(args.out)
+            if plan.chapter != args.chapter:
+                raise ValueError(f"{args.out} compares {plan.chapter}, not {args.chapter}")
+        else:
+            arms = parse_vary(args.vary or [])
+            base = dict(config.split_override(item) for item in args.set)
+            out = args.out or f"runs/compare/{args.chapter}-{'-'.join(dict.fromkeys(a.name.split('=')[0] for a in arms))}"
+            plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)))
     except (ValueError, FileNotFoundError) as e:
         print(f"arl compare {args.chapter}: {e}", file=sys.stderr)
         return 2
@@ -147,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 for every arm (a larger N adds seeds)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting shared by every arm")
     p.add_argument("--preset", default="mini", help="the chapter preset every arm starts from")
-    p.add_argument("--out", default=None, help="comparison folder (default runs/compare/CHAPTER-KEYS); rerun to resume or extend")
+    p.add_argument("--out", default=None, help="comparison folder (default runs/compare/CHAPTER-KEYS); rerun to resume or extend, "
+                   "or give only --out to resume it as it is")
     p.add_argument("--jobs", type=int, default=None, help="runs at once, one torch thread each (default: one per core, at most 8)")
     p.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
     p.set_defaults(fn=cmd_compare)
