@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: run test setup bench clean
+.PHONY: run test setup bench path01 clean
 
 $(BIN)/arl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,17 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_grpo_trl.py
+
+# The results of path 01's chapter notes (losses, dapo, gspo): four comparisons, about 100 minutes on
+# 2 cores; rerun to resume. Each note names the comparison its tables come from.
+path01: setup
+	test -f runs/losses/mini/eval/summary.json || $(BIN)/arl run losses --preset mini --out runs --name mini
+	$(BIN)/arl compare grpo --vary loss_fn=importance_sampling,ppo,cispo --seeds 3 --out runs/compare/grpo-losses
+	$(BIN)/arl compare dapo --set algorithm=grpo --vary algorithm=grpo,dapo --vary clip_high_threshold=1.28 \
+	    --vary dynamic_sampling=true --vary normalizer=token_mean --vary overlong_cache=10 --seeds 3 --out runs/compare/dapo
+	$(BIN)/arl compare gspo --vary ratio_level=token,sequence --vary minibatches=1 --seeds 3 --out runs/compare/gspo
+	$(BIN)/arl compare grpo --vary normalizer=token_mean,constant --vary kl_coef=0.05 --seeds 3 \
+	    --out runs/compare/grpo-drgrpo-kl
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
