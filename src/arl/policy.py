@@ -251,10 +251,11 @@ def policy_step(client, cfg: PolicyConfig, rollouts: Sequence[Rollout], n_rollou
     forward-backward + optimizer steps. The built-in loss runs as is when it can (one forward and
     backward); a sequence loss or a k3 KL term goes through `forward_backward_custom`, whose gradient
     is exactly that of `step_loss`. Returns the step's metrics, means over its mini-batches."""
-    chunks = [list(rollouts[i::cfg.minibatches]) for i in range(cfg.minibatches)]
+    chunks = [c for c in (list(rollouts[i::cfg.minibatches]) for i in range(cfg.minibatches)) if c]
     adam = AdamParams(learning_rate=learning_rate, grad_clip_norm=cfg.grad_clip_norm)
     sums: dict[str, float] = {}
-    for m, chunk in enumerate(c for c in chunks if c):
+    kl_sum, kl_tokens = 0.0, 0
+    for m, chunk in enumerate(chunks):
         n_chunk = n_rollouts / cfg.minibatches
         ref_KT = _reference_logprobs(ref, chunk) if ref is not None else None
         adv_KT = [torch.tensor(_advantages_T(cfg, r, ref_KT[k] if ref_KT else None)) for k, r in enumerate(chunk)]
@@ -273,17 +274,17 @@ def policy_step(client, cfg: PolicyConfig, rollouts: Sequence[Rollout], n_rollou
         for key, value in out.metrics.items():  # the built-in losses' token statistics
             if key.startswith(f"{cfg.loss_fn}/"):
                 metrics["ratio/" + key.split("/", 1)[1].removesuffix("_mean")] = value
-        if m == 0:  # on-policy check: the sampler's logprobs against the trainer's, before any update
-            metrics["train/logprob_gap"] = _logprob_gap(chunk, out)
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value
-    n = sum(1 for c in chunks if c)
-    result = {k: v / n for k, v in sums.items() if k != "train/logprob_gap"}
-    result["train/logprob_gap"] = sums["train/logprob_gap"]
-    if ref is not None:
-        ref_all = _reference_logprobs(ref, rollouts)
-        result["kl/k1"] = sum(sum(q - r for q, r in zip(ro.logprobs, rf)) for ro, rf in zip(rollouts, ref_all)) / \
-            sum(len(ro.tokens) for ro in rollouts)
+        if m == 0:  # on-policy check: the sampler's logprobs against the trainer's, before any update
+            gap = _logprob_gap(chunk, out)
+        if ref_KT is not None:  # the sampled KL to the reference, log q - log ref, per token
+            kl_sum += sum(float((torch.tensor(r.logprobs) - rf).sum()) for r, rf in zip(chunk, ref_KT))
+            kl_tokens += sum(len(r.tokens) for r in chunk)
+    result = {k: v / len(chunks) for k, v in sums.items()}
+    result.update({"train/logprob_gap": gap, "optim/step": opt.metrics["optim/step"]})
+    if kl_tokens:
+        result["kl/k1"] = kl_sum / kl_tokens
     return result
 
 
