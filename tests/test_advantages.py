@@ -92,3 +92,16 @@ def test_kl_shaped_advantages_subtract_the_log_ratio():
     from arl.advantages import kl_shaped_advantages
 
     assert kl_shaped_advantages(1.0, [-1.0, -2.0], [-1.5, -2.0], kl_coef=0.2) == pytest.approx([0.9, 1.0])
+
+
+def test_reverse_kl_advantages_by_hand():
+    from arl.advantages import reverse_kl_advantages
+
+    student, teacher = [-1.0, -2.0, -0.5], [-0.5, -2.5, -0.5]
+    # -beta * (s - t) = -(s - t): [0.5, -0.5, 0.0]
+    assert reverse_kl_advantages(student, teacher) == pytest.approx([0.5, -0.5, 0.0])
+    assert reverse_kl_advantages(student, teacher, beta=2.0) == pytest.approx([1.0, -1.0, 0.0])
+    # discount 0.5: A_2 = 0, A_1 = -0.5 + 0.5 * 0 = -0.5, A_0 = 0.5 + 0.5 * -0.5 = 0.25
+    assert reverse_kl_advantages(student, teacher, discount=0.5) == pytest.approx([0.25, -0.5, 0.0])
+    with pytest.raises(ValueError, match="score the teacher on exactly"):
+        reverse_kl_advantages([-1.0], [-1.0, -2.0])

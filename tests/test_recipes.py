@@ -32,6 +32,8 @@ STEP_KEYS = {
     "sft": {"loss/ce", "time/step", "time/trained"},
     "dapo": {"reward/mean", "reward/correct", "sampling/candidate_groups", "sampling/effective_groups",
              "sampling/partial_batch", "train/update_skipped", "time/refill", "time/sample"},
+    "opd": {"opd/reverse_kl_mean", "opd/reverse_kl_std", "opd/student_logprob_mean", "opd/teacher_logprob_mean",
+            "reward/mean", "time/sample"},
     "losses": {"replay/ratio_mean", "replay/logratio_std", "clip_frac/ppo", "clip_frac/gspo", "grad_norm/cispo",
                "grad_norm/dapo_clip_higher"},
     "gspo": {"reward/mean", "reward/frac_degenerate", "train/tokens", "time/sample", "time/train"},

@@ -117,3 +117,31 @@ def kl_shaped_advantages(adv: float, sampler_logprobs_T: Sequence[float], ref_lo
     if len(sampler_logprobs_T) != len(ref_logprobs_T):
         raise ValueError(f"kl_shaped_advantages: {len(sampler_logprobs_T)} sampler vs {len(ref_logprobs_T)} reference logprobs")
     return [adv - kl_coef * (q - r) for q, r in zip(sampler_logprobs_T, ref_logprobs_T)]
+
+
+def reverse_kl_advantages(student_logprobs_T: Sequence[float], teacher_logprobs_T: Sequence[float], beta: float = 1.0,
+                          discount: float = 0.0) -> list[float]:
+    """On-policy distillation's per-token advantage (Agarwal et al. 2024, GKD; Thinking Machines' "On-policy
+    distillation", 2025): the sampled reverse KL per token, negated and scaled,
+
+        A_t = -beta * (log pi_student(y_t) - log pi_teacher(y_t))          (discount = 0)
+        A_t = sum_{k >= t} discount^(k - t) * (-beta * kl_k)               (discount > 0)
+
+    for tokens y_t sampled from the student. Pushing up tokens the teacher finds likelier than the
+    student does minimises KL(student || teacher) along the student's own trajectories. With a
+    discount each token is also credited with the KL of the tokens it led to (tinker-cookbook's
+    `kl_discount_factor`). A single token's value can be positive or negative; only its expectation
+    under the student is a KL and non-negative.
+    """
+    if len(student_logprobs_T) != len(teacher_logprobs_T):
+        raise ValueError(f"reverse_kl_advantages: {len(student_logprobs_T)} student vs {len(teacher_logprobs_T)} "
+                         "teacher logprobs: score the teacher on exactly the student's sampled tokens")
+    if not 0.0 <= discount < 1.0:
+        raise ValueError(f"discount={discount}: must be in [0, 1)")
+    adv_T = [-beta * (s - t) for s, t in zip(student_logprobs_T, teacher_logprobs_T)]
+    if discount:
+        running = 0.0
+        for i in range(len(adv_T) - 1, -1, -1):
+            running = adv_T[i] + discount * running
+            adv_T[i] = running
+    return adv_T

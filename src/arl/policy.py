@@ -22,7 +22,7 @@ from .coldstart import MathTask, encode_chat, run_cold_start
 from .config import require_positive
 from .data import format_prompt
 from .eval import before_after, evaluate_boxed, summary_rows
-from .rollout import rl_datum
+from .rollout import rl_datum, score_completions
 from .settings import configure
 from .track import Tracker
 from .types import AdamParams, ModelInput, SamplingParams
@@ -133,7 +133,8 @@ class Rollout:
     prompt: list[int]
     tokens: list[int]
     logprobs: list[float]
-    advantage: float
+    advantage: float | list[float]
+    """One advantage for the whole completion, or one per token (on-policy distillation)."""
 
 
 def draw(train: Sequence, index: int):
@@ -187,7 +188,8 @@ class Session:
     ref: object
     tokenizer: object
     stop: list[str]
-    held_out: Callable[[int, object], dict[str, float]]
+    held_out: Callable[..., dict[str, float]]
+    """held_out(step, sampler[, name]): the held-out evaluation, written as eval/step-NNNN.json (or NAME)."""
     tracker: object
 
     def prompt(self, problem) -> list[int]:
@@ -205,8 +207,8 @@ def open_session(cfg: PolicyConfig, run, resume: bool) -> Session:
     stop = [tok.eos_token]
     test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
 
-    def held_out(step: int, sampler) -> dict[str, float]:
-        return evaluate_boxed(run, step, sampler, test_prompts, [p.answer for p in test], cfg.max_tokens, stop)
+    def held_out(step: int, sampler, name: str | None = None) -> dict[str, float]:
+        return evaluate_boxed(run, step, sampler, test_prompts, [p.answer for p in test], cfg.max_tokens, stop, name)
 
     if start == 0:
         run.log_metrics(0, held_out(0, client.save_weights_and_get_sampling_client()))
@@ -289,14 +291,15 @@ def policy_step(client, cfg: PolicyConfig, rollouts: Sequence[Rollout], n_rollou
 
 
 def _advantages_T(cfg: PolicyConfig, r: Rollout, ref_T: torch.Tensor | None) -> list[float]:
+    adv_T = list(r.advantage) if isinstance(r.advantage, (list, tuple)) else [r.advantage] * len(r.tokens)
     if ref_T is not None and cfg.kl_estimator == "k1":
-        return advantages.kl_shaped_advantages(r.advantage, r.logprobs, ref_T.tolist(), cfg.kl_coef)
-    return [r.advantage] * len(r.tokens)
+        penalty_T = advantages.kl_shaped_advantages(0.0, r.logprobs, ref_T.tolist(), cfg.kl_coef)
+        adv_T = [a + p for a, p in zip(adv_T, penalty_T)]
+    return adv_T
 
 
 def _reference_logprobs(ref, rollouts: Sequence[Rollout]) -> list[torch.Tensor]:
-    futures = [ref.compute_logprobs(ModelInput.from_ints(r.prompt + r.tokens)) for r in rollouts]
-    return [torch.tensor(f.result()[len(r.prompt):]) for f, r in zip(futures, rollouts)]
+    return [torch.tensor(x) for x in score_completions(ref, [(r.prompt, r.tokens) for r in rollouts])]
 
 
 def _custom_loss(cfg: PolicyConfig, chunk: Sequence[Rollout], adv_KT, n_rollouts: float, ref_KT):

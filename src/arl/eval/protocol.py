@@ -77,12 +77,13 @@ LABELS = {"accuracy": "held-out accuracy", "format_rate": "answers in the reques
 
 
 def evaluate_boxed(run, step: int, sampler, prompts: Sequence[list[int]], answers: Sequence[str], max_tokens: int,
-                   stop: list[str] | None) -> dict[str, float]:
+                   stop: list[str] | None, name: str | None = None) -> dict[str, float]:
     """The math chapters' held-out evaluation at `step`: `evaluate` with the `\\boxed{}` reward, its
-    format rate and the any-format diagnostic; writes `eval/step-NNNN.json` and returns the `eval/` metrics."""
+    format rate and the any-format diagnostic; writes `eval/step-NNNN.json` (or `eval/NAME.json`, for a
+    model that is not the one trained, e.g. a teacher) and returns the `eval/` metrics."""
     result = evaluate(sampler, prompts, answers, boxed_reward, max_tokens, stop, extract_boxed,
                       {"accuracy_any_format": any_format_reward})
-    run.write_eval(f"step-{step:04d}", {**result.summary(), "items": result.items})
+    run.write_eval(name or f"step-{step:04d}", {**result.summary(), "items": result.items})
     return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate,
             "eval/accuracy_any_format": result.extra["accuracy_any_format"]}
 

@@ -12,6 +12,7 @@ CHAPTERS = {
     "grpo": ("arl.recipes.grpo", "01 GRPO: group-relative policy optimisation on mini arithmetic word problems"),
     "dapo": ("arl.recipes.dapo", "01 DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping (presets grpo/dapo)"),
     "gspo": ("arl.recipes.gspo", "01 GSPO: sequence-level importance ratio and clipping"),
+    "opd": ("arl.recipes.opd", "02 General OPD: a teacher's logprobs on the student's own samples as per-token advantages"),
     "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
 }
 

@@ -1,5 +1,6 @@
 """Turning sampled tokens into training data (and, for agents, multi-turn rollouts)."""
 
 from .datums import rl_datum, sft_datum
+from .scoring import score_completions
 
-__all__ = ["rl_datum", "sft_datum"]
+__all__ = ["rl_datum", "score_completions", "sft_datum"]

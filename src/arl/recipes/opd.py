@@ -1,0 +1,118 @@
+"""General OPD: on-policy distillation, the teacher's logprobs as a per-token learning signal.
+
+The student samples; the teacher scores exactly the student's tokens (`rollout.score_completions`);
+each token's advantage is the negated sampled reverse KL, A_t = -beta * (log pi_s(y_t) - log pi_t(y_t))
+(`advantages.reverse_kl_advantages`, optionally discounted over later tokens), and the update is
+`importance_sampling` with a token-mean reduction. No reward and no group baseline: `group_size` is
+only more samples per prompt. The task reward is logged for information, never trained on.
+
+Mini setting: the student is the math chapters' cold start (2M parameters, labels that box the answer
+only 30% of the time); the teacher a 5M model given an SFT of its own on all-boxed labels (cached).
+
+    arl run opd --preset mini [beta=1.0] [discount=0.0]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+from .. import advantages, policy
+from ..client import ServiceClient
+from ..coldstart import ColdStart, run_cold_start
+from ..policy import PolicyConfig, Rollout
+from ..rewards import boxed_reward
+from ..rollout import score_completions
+from ..track import RunDir, progress
+
+
+@dataclass
+class Config(PolicyConfig):
+    teacher_model: str = "arl/tiny-qwen3-5m"
+    """The teacher's base model (same tokenizer as the student's)."""
+    teacher_sft_steps: int = 1200
+    """SFT steps that make the teacher (cached like the student's cold start); 0 = the base model."""
+    teacher_sft_learning_rate: float = 2e-3
+    """The teacher's SFT learning rate."""
+    beta: float = 1.0
+    """Scale of the reverse-KL advantage (the reference lab's kl_penalty_coef)."""
+    discount: float = 0.0
+    """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
+    group_size: int = 4
+    """Student samples per prompt (more data; there is no group baseline in OPD)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.loss_fn != "importance_sampling":
+            raise ValueError(f"loss_fn={self.loss_fn!r}: OPD trains with importance_sampling")
+        if not 0.0 <= self.discount < 1.0:
+            raise ValueError(f"discount={self.discount}: must be in [0, 1)")
+
+    def teacher_start(self) -> ColdStart:
+        return ColdStart(self.teacher_model, self.teacher_sft_steps, learning_rate=self.teacher_sft_learning_rate,
+                         plain_fraction=0.0, task=f"{self.data}-{self.level}-{self.n_train}")
+
+
+PRESETS = {
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", teacher_model="arl/tiny-qwen3-0.5m", teacher_sft_steps=2, steps=2,
+                  batch_prompts=2, group_size=2, max_tokens=12, sft_steps=2, n_train=64, n_test=8, eval_every=1,
+                  save_every=1),
+    "mini": {},
+    "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, data="gsm8k/train.jsonl",
+                 max_tokens=512, steps=100, sft_steps=0, teacher_model="HuggingFaceTB/SmolLM2-135M-Instruct",
+                 teacher_sft_steps=0),
+}
+
+
+def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
+    session = policy.open_session(cfg, run, resume)
+    teacher = _teacher(cfg, session)
+    if session.start == 0:  # the teacher's own held-out score, under the same protocol (eval/teacher.json)
+        session.held_out(0, teacher, "teacher")
+    with progress(cfg.steps, "opd", initial=session.start) as bar:
+        for step in range(session.start, cfg.steps):
+            t0 = time.perf_counter()
+            # 1. the student samples
+            sampler = session.client.save_weights_and_get_sampling_client()
+            problems = [policy.draw(session.train, step * cfg.batch_prompts + i) for i in range(cfg.batch_prompts)]
+            prompts = [session.prompt(p) for p in problems]
+            groups = policy.sample_groups(sampler, prompts, cfg, step, session.stop)
+            t_sample = time.perf_counter() - t0
+
+            # 2. the teacher scores the same tokens, 3. per-token advantage = -beta * sampled reverse KL
+            flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
+            teacher_KT = score_completions(teacher, [(p, s.tokens) for p, s in flat])
+            rollouts = [Rollout(p, s.tokens, s.logprobs, advantages.reverse_kl_advantages(s.logprobs, t_T, cfg.beta, cfg.discount))
+                        for (p, s), t_T in zip(flat, teacher_KT)]
+
+            # 4-5. importance-sampling step on every sampled token
+            lr = cfg.learning_rate * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+            metrics = policy.policy_step(session.client, cfg, rollouts, len(rollouts), lr, session.ref)
+            t_total = time.perf_counter() - t0
+
+            # 6. log: the KL the student is pushed down, both models' logprobs, the task reward (not trained on)
+            kl_T = [s - t for (_, seq), t_T in zip(flat, teacher_KT) for s, t in zip(seq.logprobs, t_T)]
+            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
+            frac_degenerate = sum(map(advantages.is_degenerate, rewards_BG)) / len(rewards_BG)
+            metrics.update(policy.group_metrics(rewards_BG, groups, rollouts, frac_degenerate, t_sample, t_total))
+            metrics.update({
+                "opd/reverse_kl_mean": statistics.fmean(kl_T),
+                "opd/reverse_kl_std": statistics.pstdev(kl_T),
+                "opd/student_logprob_mean": statistics.fmean(x for _, s in flat for x in s.logprobs),
+                "opd/teacher_logprob_mean": statistics.fmean(x for t_T in teacher_KT for x in t_T),
+            })
+            adv_BG = [[r.advantage for r in rollouts[b * cfg.group_size:(b + 1) * cfg.group_size]] for b in range(len(groups))]
+            policy.end_step(cfg, run, session, step + 1, metrics, policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
+            bar.update()
+            bar.set_metrics({"kl": metrics["opd/reverse_kl_mean"], "reward": metrics["reward/mean"]})
+    policy.finish(cfg, run, session, f"On-policy distillation from {cfg.teacher_model} into {cfg.model}")
+    return run
+
+
+def _teacher(cfg: Config, session):
+    """A frozen sampler over the teacher: its own cached SFT, or the base model with teacher_sft_steps=0."""
+    service = ServiceClient(run_name="teacher")
+    if cfg.teacher_sft_steps == 0:
+        return service.create_sampling_client(base_model=cfg.teacher_model)
+    return service.create_sampling_client(model_path=run_cold_start(cfg.teacher_start(), session.train))
