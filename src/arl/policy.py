@@ -110,6 +110,10 @@ class PolicyConfig(GroupSampling):
         if self.group_size < 2:
             raise ValueError(f"group_size={self.group_size}: a group baseline needs at least 2 samples per prompt")
 
+    def learning_rate_at(self, step: int) -> float:
+        """The learning rate of 0-based step `step`: linear warm-up over `warmup_steps`, then constant."""
+        return self.learning_rate * min(1.0, (step + 1) / max(self.warmup_steps, 1))
+
     def loss_config(self) -> dict[str, float]:
         """`loss_fn_config` of the built-in loss: the clip bounds that are set."""
         bounds = {"clip_low_threshold": self.clip_low_threshold, "clip_high_threshold": self.clip_high_threshold}
@@ -141,6 +145,11 @@ def draw(train: Sequence, index: int):
     """The `index`-th problem of the training stream: a fixed permutation of `train`, the same for every
     arm and seed of a comparison, so prompts differ between two runs only if they sample differently."""
     return train[index * 7919 % len(train)]
+
+
+def step_problems(train: Sequence, step: int, batch_prompts: int) -> list:
+    """The prompts of step `step` (0-based): the next `batch_prompts` problems of the `draw` stream."""
+    return [draw(train, step * batch_prompts + i) for i in range(batch_prompts)]
 
 
 def sample_groups(sampler, prompts: Sequence[list[int]], cfg: PolicyConfig, step: int, stop: list[str],

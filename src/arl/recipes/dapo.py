@@ -90,7 +90,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             problems, groups, kept_groups = [], [], []
             while not problems or (cfg.dynamic_sampling and len(kept_groups) < cfg.batch_prompts and len(problems) < budget):
                 # round 1 reads the same prompts as GRPO would; refills come from a stream of their own
-                new = ([policy.draw(train, step * cfg.batch_prompts + i) for i in range(cfg.batch_prompts)] if not problems
+                new = (policy.step_problems(train, step, cfg.batch_prompts) if not problems
                        else [policy.draw(train, 10**6 + step * budget + len(problems) + i)
                              for i in range(min(cfg.batch_prompts - len(kept_groups), budget - len(problems)))])
                 seqs = policy.sample_groups(sampler, [session.prompt(p) for p in new], cfg, step, session.stop,
@@ -113,7 +113,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                     for b in kept_groups for s, a in zip(groups[b], adv_BG[b]) if a != 0]
 
             # 5. the update (cfg.normalizer's reduction, cfg.clip_high_threshold's clip)
-            lr = cfg.learning_rate * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+            lr = cfg.learning_rate_at(step)
             n_rollouts = len(kept_groups) * cfg.group_size
             metrics = policy.policy_step(client, cfg, kept, n_rollouts, lr, session.ref) if kept else {}
             t_total = time.perf_counter() - t0

@@ -44,7 +44,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t0 = time.perf_counter()
             # 1. sample a group per prompt from the current weights (strictly on-policy)
             sampler = client.save_weights_and_get_sampling_client()
-            problems = [policy.draw(train, step * cfg.batch_prompts + i) for i in range(cfg.batch_prompts)]
+            problems = policy.step_problems(train, step, cfg.batch_prompts)
             prompts = [session.prompt(p) for p in problems]
             groups = policy.sample_groups(sampler, prompts, cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
@@ -56,7 +56,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             # 4. the completions that carry signal; 5. one policy-gradient step (cfg.normalizer's reduction)
             kept = [Rollout(p, s.tokens, s.logprobs, a) for p, seqs, advs in zip(prompts, groups, adv_BG)
                     for s, a in zip(seqs, advs) if a != 0]
-            lr = cfg.learning_rate * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+            lr = cfg.learning_rate_at(step)
             metrics = policy.policy_step(client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, session.ref) if kept else {}
             t_total = time.perf_counter() - t0
 

@@ -77,7 +77,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t0 = time.perf_counter()
             # 1. sample a group per prompt from the weights at the start of the step
             sampler = session.client.save_weights_and_get_sampling_client()
-            problems = [policy.draw(session.train, step * cfg.batch_prompts + i) for i in range(cfg.batch_prompts)]
+            problems = policy.step_problems(session.train, step, cfg.batch_prompts)
             groups = policy.sample_groups(sampler, [session.prompt(p) for p in problems], cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
 
@@ -89,7 +89,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             kept = [Rollout(session.prompt(p), s.tokens, s.logprobs, a) for p, seqs, advs in zip(problems, groups, adv_BG)
                     for s, a in zip(seqs, advs) if a != 0]
             # 5. `minibatches` updates on the same rollouts: from the second on, the ratio leaves 1
-            lr = cfg.learning_rate * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+            lr = cfg.learning_rate_at(step)
             metrics = policy.policy_step(session.client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, session.ref) if kept else {}
             t_total = time.perf_counter() - t0
 

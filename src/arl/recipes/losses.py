@@ -75,7 +75,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     tok = client.get_tokenizer()
 
     # part 2: one GRPO batch (sampler logprobs logq, rewards, group advantages) ...
-    problems = [policy.draw(train, cfg.seed * cfg.batch_prompts + i) for i in range(cfg.batch_prompts)]
+    problems = policy.step_problems(train, cfg.seed, cfg.batch_prompts)
     prompts = [encode_chat(tok, format_prompt(p)) for p in problems]
     groups = policy.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, 0, [tok.eos_token])
     rewards_BG = [[boxed_reward(s.text, p.answer) for s in g] for p, g in zip(problems, groups)]
@@ -120,7 +120,8 @@ def _trainer_logprobs(client, datums, batch) -> list[torch.Tensor]:
 
 def _replay(client, datums, batch, logp_KT) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Per-loss clip fractions (from the pure loss functions on the trainer's logprobs) and gradient
-    norms (from the engine: forward_backward, then a zero-learning-rate step that only reads the norm)."""
+    norms (from the engine: forward_backward, then a zero-learning-rate step that reports the norm; the
+    weights stay, Adam's moments do take these gradients in)."""
     logq_KT = [torch.tensor(r.logprobs) for r in batch]
     adv_N = torch.cat([torch.full((len(r.tokens),), r.advantage) for r in batch])
     ratio_N = torch.exp(torch.cat(logp_KT) - torch.cat(logq_KT))

@@ -75,7 +75,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t0 = time.perf_counter()
             # 1. the student samples
             sampler = session.client.save_weights_and_get_sampling_client()
-            problems = [policy.draw(session.train, step * cfg.batch_prompts + i) for i in range(cfg.batch_prompts)]
+            problems = policy.step_problems(session.train, step, cfg.batch_prompts)
             prompts = [session.prompt(p) for p in problems]
             groups = policy.sample_groups(sampler, prompts, cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
@@ -87,7 +87,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                         for (p, s), t_T in zip(flat, teacher_KT)]
 
             # 4-5. importance-sampling step on every sampled token
-            lr = cfg.learning_rate * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+            lr = cfg.learning_rate_at(step)
             metrics = policy.policy_step(session.client, cfg, rollouts, len(rollouts), lr, session.ref)
             t_total = time.perf_counter() - t0
 

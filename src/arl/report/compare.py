@@ -137,11 +137,10 @@ def _max_gap(rows_a: list[dict], rows_b: list[dict]) -> float:
     return gap
 
 
-def _curve_plots(plan: Plan, runs, out_dir: Path) -> list[Path]:
+def _curve_plots(runs, rows, out_dir: Path) -> list[Path]:
     from matplotlib import rc_context
     from matplotlib.ticker import FuncFormatter
 
-    rows = {arm: {s: r.read_metrics() for s, r in by_seed.items()} for arm, by_seed in runs.items()}
     keys: list[str] = []
     for by_seed in rows.values():
         for rs in by_seed.values():
@@ -191,10 +190,15 @@ def _band(rows_by_seed: dict[int, list[dict]], key: str):
     return np.asarray(steps), np.asarray([m for m, _ in stats]), np.asarray([h for _, h in stats])
 
 
-def compare_results(plan: Plan) -> dict:
-    """Everything the report shows, as data (also written as results.json)."""
-    runs = _runs(plan)
-    rows = {arm: {s: r.read_metrics() for s, r in by_seed.items()} for arm, by_seed in runs.items()}
+def _metrics(runs) -> dict[str, dict[int, list[dict]]]:
+    return {arm: {s: r.read_metrics() for s, r in by_seed.items()} for arm, by_seed in runs.items()}
+
+
+def compare_results(plan: Plan, runs=None, rows=None) -> dict:
+    """Everything the report shows, as data (also written as results.json); `runs` / `rows` (the
+    finished run folders and their metrics) are read here unless the caller already has them."""
+    runs = _runs(plan) if runs is None else runs
+    rows = _metrics(runs) if rows is None else rows
     eval_keys = _eval_keys([rs for by_seed in rows.values() for rs in by_seed.values()])
     finals = {arm: {k: {s: _final(rs, k) for s, rs in by_seed.items()} for k in eval_keys} for arm, by_seed in rows.items()}
     starts = {arm: {k: {s: next((r[k] for r in rs if r["step"] == 0 and k in r), None) for s, rs in by_seed.items()}
@@ -275,11 +279,12 @@ def _fmt_arm_values(values: dict) -> str:
 
 def write_compare_report(plan: Plan) -> Path:
     """Write results.json, plots/*.png, report.md and report.html in the comparison folder; return the html path."""
-    res = compare_results(plan)
+    runs = _runs(plan)
+    rows = _metrics(runs)
+    res = compare_results(plan, runs, rows)
     folder = plan.folder
     _io.atomic_write_text(folder / "results.json", json.dumps(res, indent=2) + "\n")
-    runs = _runs(plan)
-    pngs = _curve_plots(plan, runs, folder / "plots") if any(runs.values()) else []
+    pngs = _curve_plots(runs, rows, folder / "plots") if any(runs.values()) else []
     ref = plan.arms[0].name
     varied = sorted({k for a in plan.arms for k in a.overrides})
     md = [f"# Comparison: {plan.chapter} ({plan.preset}), varying {', '.join(varied)}", "",
