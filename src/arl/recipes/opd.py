@@ -6,10 +6,14 @@ each token's advantage is the negated sampled reverse KL, A_t = -beta * (log pi_
 `importance_sampling` with a token-mean reduction. No reward and no group baseline: `group_size` is
 only more samples per prompt. The task reward is logged for information, never trained on.
 
+`signal=reward` is the chapter's control: the same loop, data, samples and step, with GRPO's
+group-relative reward advantage in place of the teacher's (the teacher still scores the samples, so
+both arms log how far the student is from it).
+
 Mini setting: the student is the math chapters' cold start (2M parameters, labels that box the answer
 only 30% of the time); the teacher a 5M model given an SFT of its own on all-boxed labels (cached).
 
-    arl run opd --preset mini [beta=1.0] [discount=0.0]
+    arl run opd --preset mini [beta=1.0] [discount=0.0] [signal=reward]
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from ..rollout import score_completions
 from ..track import RunDir, progress
 
 
+SIGNALS = ("teacher", "reward")
+
+
 @dataclass
 class Config(PolicyConfig):
     teacher_model: str = "arl/tiny-qwen3-5m"
@@ -41,11 +48,16 @@ class Config(PolicyConfig):
     """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
     group_size: int = 4
     """Student samples per prompt (more data; there is no group baseline in OPD)."""
+    signal: str = "teacher"
+    """What the advantage is: teacher (per-token reverse KL, OPD) or reward (GRPO's group-relative
+    boxed reward: the plain-RL control from the same start)."""
 
     def validate(self) -> None:
         super().validate()
         if self.loss_fn != "importance_sampling":
             raise ValueError(f"loss_fn={self.loss_fn!r}: OPD trains with importance_sampling")
+        if self.signal not in SIGNALS:
+            raise ValueError(f"signal={self.signal!r}: use teacher (OPD) or reward (the GRPO control)")
         if not 0.0 <= self.discount < 1.0:
             raise ValueError(f"discount={self.discount}: must be in [0, 1)")
 
@@ -80,20 +92,26 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             groups = policy.sample_groups(sampler, prompts, cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
 
-            # 2. the teacher scores the same tokens, 3. per-token advantage = -beta * sampled reverse KL
+            # 2. the teacher scores the same tokens; the task reward (trained on only by the control)
             flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
             teacher_KT = score_completions(teacher, [(p, s.tokens) for p, s in flat])
-            rollouts = [Rollout(p, s.tokens, s.logprobs, advantages.reverse_kl_advantages(s.logprobs, t_T, cfg.beta, cfg.discount))
-                        for (p, s), t_T in zip(flat, teacher_KT)]
+            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
 
-            # 4-5. importance-sampling step on every sampled token
+            # 3. per-token advantage = -beta * sampled reverse KL (or, signal=reward, GRPO's group advantage)
+            if cfg.signal == "teacher":
+                adv_K = [advantages.reverse_kl_advantages(s.logprobs, t_T, cfg.beta, cfg.discount)
+                         for (_, s), t_T in zip(flat, teacher_KT)]
+            else:
+                adv_K = [a for advs in advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)[0] for a in advs]
+            rollouts = [Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K) if a != 0]
+
+            # 4-5. importance-sampling step on the completions with signal (every one, under the teacher)
             lr = cfg.learning_rate_at(step)
-            metrics = policy.policy_step(session.client, cfg, rollouts, len(rollouts), lr, session.ref)
+            metrics = policy.policy_step(session.client, cfg, rollouts, len(flat), lr, session.ref) if rollouts else {}
             t_total = time.perf_counter() - t0
 
             # 6. log: the KL the student is pushed down, both models' logprobs, the task reward (not trained on)
             kl_T = [s - t for (_, seq), t_T in zip(flat, teacher_KT) for s, t in zip(seq.logprobs, t_T)]
-            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
             frac_degenerate = sum(map(advantages.is_degenerate, rewards_BG)) / len(rewards_BG)
             metrics.update(policy.group_metrics(rewards_BG, groups, rollouts, frac_degenerate, t_sample, t_total))
             metrics.update({
@@ -102,11 +120,13 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 "opd/student_logprob_mean": statistics.fmean(x for _, s in flat for x in s.logprobs),
                 "opd/teacher_logprob_mean": statistics.fmean(x for t_T in teacher_KT for x in t_T),
             })
-            adv_BG = [[r.advantage for r in rollouts[b * cfg.group_size:(b + 1) * cfg.group_size]] for b in range(len(groups))]
+            adv_BG = [adv_K[b * cfg.group_size:(b + 1) * cfg.group_size] for b in range(len(groups))]
             policy.end_step(cfg, run, session, step + 1, metrics, policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
             bar.update()
             bar.set_metrics({"kl": metrics["opd/reverse_kl_mean"], "reward": metrics["reward/mean"]})
-    policy.finish(cfg, run, session, f"On-policy distillation from {cfg.teacher_model} into {cfg.model}")
+    title = f"On-policy distillation from {cfg.teacher_model} into {cfg.model}" if cfg.signal == "teacher" else \
+        f"GRPO control (reward signal) from the OPD chapter's start, {cfg.model}"
+    policy.finish(cfg, run, session, title)
     return run
 
 
