@@ -95,3 +95,16 @@ def test_compare_rejects_bad_input_before_work(tmp_path):
     res = arl_cli("compare", "grpo", "--preset", "smoke", "--vary", "loss_fn=ppo,oops", "--out", str(tmp_path / "x"))
     assert res.returncode == 2 and "arm loss_fn=oops" in res.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_seed_replicates_of_a_multi_stage_chapter(tmp_path):
+    """No --vary: one arm over the seeds; a multi-stage chapter's report gets its stage table and trade-off plot."""
+    assert [a.name for a in parse_vary([])] == ["preset"]
+    out = tmp_path / "reps"
+    res = arl_cli("compare", "opd-specialist", "--preset", "smoke", "--seeds", "2", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    md = (out / "report.md").read_text()
+    assert "seed replicates (no variable changed)" in md
+    assert "## Every stage and checkpoint: preset" in md
+    assert "| sar-opd | 2 | 2 |" in md  # stage, step, seeds
+    assert (out / "plots" / "tradeoff-preset.png").is_file()

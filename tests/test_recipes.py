@@ -37,7 +37,13 @@ STEP_KEYS = {
     "losses": {"replay/ratio_mean", "replay/logratio_std", "clip_frac/ppo", "clip_frac/gspo", "grad_norm/cispo",
                "grad_norm/dapo_clip_higher"},
     "gspo": {"reward/mean", "reward/frac_degenerate", "train/tokens", "time/sample", "time/train"},
+    "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
+             "opsd/student_probe_logprob", "reward/mean"},
+    "opd-specialist": {"specialist/opd/reverse_kl_mean", "specialist/reward/mean", "specialist/loss/sum",
+                       "train/specialist_step"},
 }
+LAST_STEP = {"opd-specialist": 6}
+"""Chapters whose smoke run logs more than 2 steps (three 2-step stages)."""
 
 
 def test_every_chapter_has_expected_step_keys():
@@ -52,10 +58,12 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
     for f in ("config.json", "metrics.jsonl", "report.html"):
         assert (run.path / f).is_file(), f
     steps = [m["step"] for m in run.read_metrics()]
-    assert steps == [0, 1, 2]
-    assert STEP_KEYS[chapter] <= set(run.read_metrics()[1])
+    assert sorted(set(steps)) == list(range(LAST_STEP.get(chapter, 2) + 1)) and steps == sorted(steps)
+    assert STEP_KEYS[chapter] <= set(next(m for m in run.read_metrics() if m["step"] == 1))
     assert "summary" in run.eval_names()
-    if chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
+    if chapter == "opd-specialist":  # evaluated per stage and domain
+        assert {"base-general-0000", "sft-specialist-0002", "idt-opd-general-0002", "stages"} <= set(run.eval_names())
+    elif chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
         assert "step-0000" in run.eval_names()
     assert list(run.plots_dir.glob("*.png"))
     if chapter == "grpo":
@@ -121,3 +129,28 @@ def test_grpo_mini_preset_raises_held_out_accuracy_by_15_points(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     summary = RunDir.open(tmp_path / "grpo" / "mini").read_eval("summary")
     assert summary["after"] - summary["before"] >= 0.15, summary
+
+
+def test_opsd_teacher_weights_never_change(tmp_path):
+    """The teacher is the frozen start weights: its logprob of a fixed probe is the same at every
+    step, while the student's (same completion, its own prompt) moves as it trains."""
+    out = arl_cli("run", "opsd", "--preset", "smoke", "--out", str(tmp_path), "--name", "s", "steps=3",
+                  "learning_rate=1e-3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [m for m in RunDir.open(tmp_path / "opsd" / "s").read_metrics() if m["step"] > 0]
+    teacher = [m["opsd/teacher_probe_logprob"] for m in rows]
+    student = [m["opsd/student_probe_logprob"] for m in rows]
+    assert len(teacher) == 3 and len(set(teacher)) == 1
+    assert len(set(student)) == 3
+
+
+def test_idt_schedule_visits_each_domain_in_its_ratio(tmp_path):
+    """IDT-OPD with idt_ratio=2:1 over 6 steps: specialist, specialist, general, twice, each step
+    logged under its domain's name (the cursors: tests/test_distill.py)."""
+    out = arl_cli("run", "opd-specialist", "--preset", "smoke", "--out", str(tmp_path), "--name", "s",
+                  "idt_ratio=2:1", "idt_steps=6")
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = RunDir.open(tmp_path / "opd-specialist" / "s")
+    idt = [m for m in run.read_metrics() if m["step"] > 4]  # after the OPD and SAR-OPD stages (2 steps each)
+    assert [m["train/specialist_step"] for m in idt] == [1, 1, 0, 1, 1, 0]
+    assert all(("specialist/opd/reverse_kl_mean" in m) == bool(m["train/specialist_step"]) for m in idt)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 
 def cmd_models(args) -> int:
@@ -103,10 +104,10 @@ def cmd_compare(args) -> int:
     """Plan the arms (failing before any run on a bad key or value), run what is unfinished, report."""
     from . import config
     from .report.compare import write_compare_report
-    from .track.compare import Plan, parse_vary, run_all
+    from .track.compare import PLAN_FILE, Plan, parse_vary, run_all
 
     try:
-        if not args.vary and args.out:  # an existing comparison: resume it, or --report-only
+        if not args.vary and args.out and (Path(args.out) / PLAN_FILE).is_file():  # resume it, or --report-only
             plan = Plan.open(args.out)
             if plan.chapter != args.chapter:
                 raise ValueError(f"{args.out} compares {plan.chapter}, not {args.chapter}")
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("compare", help="run arms that differ in one variable, with the same seeds, and report")
     p.add_argument("chapter")
     p.add_argument("--vary", action="append", metavar="KEY=A,B,...",
-                   help="one arm per value (repeat for one-at-a-time arms of several keys); the first is the reference")
+                   help="one arm per value (repeat for one-at-a-time arms of several keys); the first is the reference; "
+                   "none: the preset alone over the seeds (seed replicates)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 for every arm (a larger N adds seeds)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting shared by every arm")
     p.add_argument("--preset", default="mini", help="the chapter preset every arm starts from")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from . import checkpoints
 from .client import ServiceClient
 from .config import require_positive
-from .data import Problem, format_prompt, load_math_task
+from .data import Problem, format_privileged_prompt, format_prompt, load_math_task
 from .models import model_dir
 from .models.cache import read_manifest
 from .rollout import sft_datum
@@ -35,11 +35,20 @@ class ColdStart:
     prompt asks for (as scraped data does now and then); drawn per problem from `data_seed`."""
     task: str = "arithmetic"
     """What `train` is (part of the cache key: another task must not reuse this cold start)."""
+    privileged_fraction: float = 0.0
+    """Share of training problems shown with their reference solution in the prompt
+    (`format_privileged_prompt`) and the solution as the target: teaches a tiny model to read and
+    follow a solution it is given, as OPSD's privileged teacher must; drawn per problem from `data_seed`."""
+    init: str | None = None
+    """A training state whose weights the SFT starts from (a fresh optimizer), e.g. another cold
+    start; None = the base model."""
 
     def key(self) -> str:
         """Cache key: these settings and the base model's build manifest (a rebuilt model retrains)."""
         base = read_manifest(model_dir(self.model))
-        return hashlib.sha256(json.dumps([asdict(self), base], sort_keys=True).encode()).hexdigest()[:12]
+        unset = {"init": None, "privileged_fraction": 0.0}  # fields added later: unset, the key is as before
+        settings = {k: v for k, v in asdict(self).items() if not (k in unset and v == unset[k])}
+        return hashlib.sha256(json.dumps([settings, base], sort_keys=True).encode()).hexdigest()[:12]
 
 
 def encode_chat(tokenizer, messages: list[dict]) -> list[int]:
@@ -54,10 +63,23 @@ def sft_targets(train: Sequence[Problem], plain_fraction: float, data_seed: int 
     return [_unboxed(p.solution) if rng.random() < plain_fraction else p.solution for p in train]
 
 
-def sft_examples(tokenizer, train: Sequence[Problem], targets: Sequence[str]) -> list[tuple[list[int], list[int]]]:
-    """(prompt tokens through the chat template, target tokens ending with end-of-turn) per problem."""
-    return [(encode_chat(tokenizer, format_prompt(p)),
-             tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id]) for p, t in zip(train, targets)]
+def privileged_mask(train: Sequence[Problem], privileged_fraction: float, data_seed: int = 0) -> list[bool]:
+    """Which problems the cold start shows with their reference solution in the prompt (drawn per
+    problem from `data_seed`, independently of the plain-answer draw)."""
+    rng = random.Random(f"privileged-{data_seed}")
+    return [rng.random() < privileged_fraction for _ in train]
+
+
+def sft_examples(tokenizer, train: Sequence[Problem], targets: Sequence[str],
+                 privileged: Sequence[bool] | None = None) -> list[tuple[list[int], list[int]]]:
+    """(prompt tokens through the chat template, target tokens ending with end-of-turn) per problem; a
+    `privileged` problem gets the prompt with its reference solution and that solution as its target."""
+    privileged = privileged or [False] * len(train)
+    out = []
+    for p, t, priv in zip(train, targets, privileged, strict=True):
+        prompt, target = (format_privileged_prompt(p), p.solution) if priv else (format_prompt(p), t)
+        out.append((encode_chat(tokenizer, prompt), tokenizer.encode(target, add_special_tokens=False) + [tokenizer.eos_token_id]))
+    return out
 
 
 def sft_step(client, batch: Sequence[tuple[list[int], list[int]]], adam: AdamParams):
@@ -85,9 +107,13 @@ def run_cold_start(spec: ColdStart, train: Sequence[Problem]) -> str:
     except checkpoints.CheckpointNotFoundError:
         pass
     service = ServiceClient(run_name=run_name)
-    client = service.create_full_training_client(spec.model, seed=spec.seed)
+    if spec.init is None:
+        client = service.create_full_training_client(spec.model, seed=spec.seed)
+    else:
+        client = service.create_training_client_from_state(spec.init)
     tok = client.get_tokenizer()
-    examples = sft_examples(tok, train, sft_targets(train, spec.plain_fraction, spec.data_seed))
+    examples = sft_examples(tok, train, sft_targets(train, spec.plain_fraction, spec.data_seed),
+                            privileged_mask(train, spec.privileged_fraction, spec.data_seed))
     rng = random.Random(spec.data_seed)
     adam = AdamParams(learning_rate=spec.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
     with progress(spec.steps, "SFT cold start") as bar:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from arl.data.arithmetic import make_split
 from arl.data.gsm8k import load_gsm8k, load_gsm8k_cached
-from arl.data.problem import INSTRUCTION, Problem, format_prompt
+from arl.data.problem import INSTRUCTION, Problem, format_privileged_prompt, format_prompt
 
 
 def load_math_task(data: str, level: str, n_train: int, n_test: int) -> tuple[list[Problem], list[Problem]]:
@@ -18,4 +18,4 @@ def load_math_task(data: str, level: str, n_train: int, n_test: int) -> tuple[li
     return load_gsm8k(data), load_gsm8k(data.replace("train", "test"))[:n_test]
 
 
-__all__ = ["INSTRUCTION", "Problem", "format_prompt", "load_gsm8k", "load_gsm8k_cached", "load_math_task", "make_split"]
+__all__ = ["INSTRUCTION", "Problem", "format_privileged_prompt", "format_prompt", "load_gsm8k", "load_gsm8k_cached", "load_math_task", "make_split"]

@@ -45,25 +45,28 @@ RATES = (
 )
 
 
-class _OutOfRange(Exception):
-    """A drawn problem left 0..MAX_VALUE somewhere; the generator draws another."""
+class OutOfRange(Exception):
+    """A drawn problem left 0..MAX_VALUE somewhere (or divided unevenly); the generator draws another."""
 
 
-class _Steps:
-    """The worked equations of one problem, in order; refuses any result outside 0..MAX_VALUE."""
+class Steps:
+    """The worked equations of one problem, in order; refuses any result outside 0..MAX_VALUE and any
+    division with a remainder."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
 
     def __call__(self, a: int, op: str, b: int) -> int:
-        result = {"+": a + b, "-": a - b, "*": a * b}[op]
+        if op == "/" and (b == 0 or a % b):
+            raise OutOfRange
+        result = {"+": a + b, "-": a - b, "*": a * b, "/": a // max(b, 1)}[op]
         if not 0 <= result <= MAX_VALUE:
-            raise _OutOfRange
+            raise OutOfRange
         self.lines.append(f"{a} {op} {b} = {result}")
         return result
 
 
-def _inventory(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+def _inventory(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """Mia has 12 pencils. She buys 7 more, then gives 5 to Leo. How many pencils ...?"""
     (name, pronoun), (other, _) = rng.sample(NAMES, 2)
     noun = rng.choice(OBJECTS)
@@ -93,7 +96,7 @@ def _inventory(rng: random.Random, steps: _Steps) -> tuple[str, int]:
     return " ".join(sentences), count
 
 
-def _shopping(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+def _shopping(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """Mia has 50 dollars. She buys 3 pens for 4 dollars each and a hat for 9 dollars. ...left?"""
     name, pronoun = rng.choice(NAMES)
     item, second_item = rng.sample(PRICED_ITEMS, 2)
@@ -111,7 +114,7 @@ def _shopping(rng: random.Random, steps: _Steps) -> tuple[str, int]:
         purchase += f" and {k2} {second_item} for {price2} dollars each"
     affordable = [m for m in PRICES_IN_HAND if m >= total]
     if not affordable:
-        raise _OutOfRange
+        raise OutOfRange
     money = rng.choice(affordable)
     left = steps(money, "-", total)
     question = (
@@ -121,7 +124,7 @@ def _shopping(rng: random.Random, steps: _Steps) -> tuple[str, int]:
     return question, left
 
 
-def _relation(rng: random.Random, steps: _Steps, base: int, base_name: str, noun: str) -> tuple[str, int]:
+def _relation(rng: random.Random, steps: Steps, base: int, base_name: str, noun: str) -> tuple[str, int]:
     """One person's count stated relative to another's: "3 times as many", "5 more", "4 fewer"."""
     kind = rng.choice(("times", "more", "fewer"))
     if kind == "times":
@@ -133,7 +136,7 @@ def _relation(rng: random.Random, steps: _Steps, base: int, base_name: str, noun
     return f"{n} {kind} {noun} than {base_name}", steps(base, op, n)
 
 
-def _comparison(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+def _comparison(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """Mia has 12 cards. Leo has 3 times as many cards as Mia. How many ... together?"""
     (a_name, _), (b_name, _), (c_name, _) = rng.sample(NAMES, 3)
     noun = rng.choice(OBJECTS)
@@ -152,7 +155,7 @@ def _comparison(rng: random.Random, steps: _Steps) -> tuple[str, int]:
     return f"{text} How many {noun} do the three of them have altogether?", steps(steps(a, "+", b), "+", c)
 
 
-def _rate(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+def _rate(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """Mia reads 6 pages every day for 5 days. Then she reads 8 more pages. How many ...?"""
     (name, pronoun), (other, _) = rng.sample(NAMES, 2)
     verb, unit, lose, question = rng.choice(RATES)
@@ -174,7 +177,7 @@ def _rate(rng: random.Random, steps: _Steps) -> tuple[str, int]:
     return " ".join(sentences), total
 
 
-def _containers(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+def _containers(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """There are 4 bags with 6 marbles in each bag. Leo takes out 5 marbles. How many ...?"""
     name, pronoun = rng.choice(NAMES)
     (plural, singular), noun = rng.choice(CONTAINERS), rng.choice(OBJECTS)
@@ -190,7 +193,7 @@ def _containers(rng: random.Random, steps: _Steps) -> tuple[str, int]:
     return f"{text}. How many {noun} are in the {plural} now?", count
 
 
-def _small_inventory(rng: random.Random, steps: _Steps, n_steps=(1, 2), start_max: int = 20,
+def _small_inventory(rng: random.Random, steps: Steps, n_steps=(1, 2), start_max: int = 20,
                      operand_max: int = 12, capped_loss: bool = False) -> tuple[str, int]:
     """Zoe has 9 shells. She finds 4 more, then sells 6. How many shells ...? (a few steps of + and -,
     small numbers: few enough arithmetic facts that a tiny model learns some in minutes of SFT)."""
@@ -211,7 +214,7 @@ def _small_inventory(rng: random.Random, steps: _Steps, n_steps=(1, 2), start_ma
     return question, count
 
 
-def _chain(rng: random.Random, steps: _Steps) -> tuple[str, int]:
+def _chain(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """Two or three steps of + and - on numbers below 10: hard to answer without writing the steps."""
     return _small_inventory(rng, steps, n_steps=(2, 3), start_max=15, operand_max=9, capped_loss=True)
 
@@ -222,18 +225,19 @@ LEVELS = {"standard": TEMPLATES, "small": (_small_inventory,), "chain": (_chain,
 numbers below 10 (the mini chapters' level: tiny models learn its facts, but only by writing the steps)."""
 
 
-def _draw(rng: random.Random, n: int, seen: set[str], id_prefix: str, templates=TEMPLATES) -> list[Problem]:
-    """Draw `n` problems whose questions are not in `seen` (and add them to it)."""
+def draw_problems(rng: random.Random, n: int, seen: set[str], id_prefix: str, templates=TEMPLATES) -> list[Problem]:
+    """Draw `n` problems from `templates` (each `(rng, steps) -> (question, answer)`) whose questions
+    are not in `seen` (and add them to it); the worked solution is the steps' equations."""
     problems: list[Problem] = []
     attempts = 0
     while len(problems) < n:
         attempts += 1
         if attempts > 100 * n + 1000:
-            raise RuntimeError(f"could not draw {n} distinct arithmetic problems; ask for fewer")
-        steps = _Steps()
+            raise RuntimeError(f"could not draw {n} distinct problems; ask for fewer")
+        steps = Steps()
         try:
             question, answer = rng.choice(templates)(rng, steps)
-        except _OutOfRange:
+        except OutOfRange:
             continue
         if question in seen:  # keeps train and test disjoint, and each split free of repeats
             continue
@@ -254,6 +258,6 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200,
     rng = random.Random(seed)
     seen: set[str] = set()
     prefix = f"arith-s{seed}" if level == "standard" else f"arith-{level}-s{seed}"
-    test = _draw(rng, n_test, seen, f"{prefix}-test", LEVELS[level])
-    train = _draw(rng, n_train, seen, f"{prefix}-train", LEVELS[level])
+    test = draw_problems(rng, n_test, seen, f"{prefix}-test", LEVELS[level])
+    train = draw_problems(rng, n_train, seen, f"{prefix}-train", LEVELS[level])
     return train, test

@@ -29,3 +29,14 @@ def format_prompt(problem: Problem) -> list[dict]:
     SFT cold start, and a short prompt keeps CPU rollouts cheap.
     """
     return [{"role": "user", "content": f"{problem.question}\n{INSTRUCTION}"}]
+
+
+PRIVILEGED_HEADER = "Reference solution:"
+PRIVILEGED_NOTE = "Use the reference solution to derive the same final answer."
+
+
+def format_privileged_prompt(problem: Problem) -> list[dict]:
+    """The OPSD teacher's prompt: the question, the reference solution (privileged information the
+    student's prompt never has), a note on using it, and the same answer-format instruction."""
+    return [{"role": "user", "content": f"{problem.question}\n{PRIVILEGED_HEADER}\n{problem.solution}\n"
+                                        f"{PRIVILEGED_NOTE}\n{INSTRUCTION}"}]

@@ -1,6 +1,6 @@
 """General OPD: on-policy distillation, the teacher's logprobs as a per-token learning signal.
 
-The student samples; the teacher scores exactly the student's tokens (`rollout.score_completions`);
+The student samples; the teacher scores exactly the student's tokens (`distill.teacher_advantages`);
 each token's advantage is the negated sampled reverse KL, A_t = -beta * (log pi_s(y_t) - log pi_t(y_t))
 (`advantages.reverse_kl_advantages`, optionally discounted over later tokens), and the update is
 `importance_sampling` with a token-mean reduction. No reward and no group baseline: `group_size` is
@@ -18,16 +18,15 @@ only 30% of the time); the teacher a 5M model given an SFT of its own on all-box
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 
 from .. import advantages, policy
 from ..client import ServiceClient
 from ..coldstart import ColdStart, run_cold_start
+from ..distill import teacher_advantages
 from ..policy import PolicyConfig, Rollout
 from ..rewards import boxed_reward
-from ..rollout import score_completions
 from ..track import RunDir, progress
 
 
@@ -81,7 +80,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     session = policy.open_session(cfg, run, resume)
     teacher = _teacher(cfg, session)
     if session.start == 0:  # the teacher's own held-out score, under the same protocol (eval/teacher.json)
-        session.held_out(0, teacher, "teacher")
+        run.log_metrics(0, {"eval/teacher/accuracy": session.held_out(0, teacher, "teacher")["eval/accuracy"]})
     with progress(cfg.steps, "opd", initial=session.start) as bar:
         for step in range(session.start, cfg.steps):
             t0 = time.perf_counter()
@@ -92,15 +91,14 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             groups = policy.sample_groups(sampler, prompts, cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
 
-            # 2. the teacher scores the same tokens; the task reward (trained on only by the control)
+            # 2. the teacher scores the same tokens (per-token reverse-KL advantages); the task reward
             flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
-            teacher_KT = score_completions(teacher, [(p, s.tokens) for p, s in flat])
+            kl_adv_K, kl_metrics = teacher_advantages(teacher, [p for p, _ in flat], [s for _, s in flat], cfg.beta, cfg.discount)
             rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
 
-            # 3. per-token advantage = -beta * sampled reverse KL (or, signal=reward, GRPO's group advantage)
+            # 3. the advantage: -beta * sampled reverse KL per token (signal=reward: GRPO's group advantage)
             if cfg.signal == "teacher":
-                adv_K = [advantages.reverse_kl_advantages(s.logprobs, t_T, cfg.beta, cfg.discount)
-                         for (_, s), t_T in zip(flat, teacher_KT)]
+                adv_K = kl_adv_K
             else:
                 adv_K = [a for advs in advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)[0] for a in advs]
             rollouts = [Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K) if a != 0]
@@ -110,16 +108,10 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             metrics = policy.policy_step(session.client, cfg, rollouts, len(flat), lr, session.ref) if rollouts else {}
             t_total = time.perf_counter() - t0
 
-            # 6. log: the KL the student is pushed down, both models' logprobs, the task reward (not trained on)
-            kl_T = [s - t for (_, seq), t_T in zip(flat, teacher_KT) for s, t in zip(seq.logprobs, t_T)]
+            # 6. log: the KL the student is pushed down, both models' logprobs, the task reward
             frac_degenerate = sum(map(advantages.is_degenerate, rewards_BG)) / len(rewards_BG)
             metrics.update(policy.group_metrics(rewards_BG, groups, rollouts, frac_degenerate, t_sample, t_total))
-            metrics.update({
-                "opd/reverse_kl_mean": statistics.fmean(kl_T),
-                "opd/reverse_kl_std": statistics.pstdev(kl_T),
-                "opd/student_logprob_mean": statistics.fmean(x for _, s in flat for x in s.logprobs),
-                "opd/teacher_logprob_mean": statistics.fmean(x for t_T in teacher_KT for x in t_T),
-            })
+            metrics.update(kl_metrics)
             adv_BG = [adv_K[b * cfg.group_size:(b + 1) * cfg.group_size] for b in range(len(groups))]
             policy.end_step(cfg, run, session, step + 1, metrics, policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
             bar.update()

@@ -24,6 +24,7 @@ from ..track.compare import Arm, Plan
 from ..track.rundir import RunDir
 from .html import CSS, _table
 from .plots import COLORS, STYLE, _safe_name, group_of, is_noisy, moving_average, panel_grid, png_bytes, series
+from .stages import format_rows, plot_tradeoff, stage_rows
 
 IGNORED_DIFF = ("seed", "threads", "tracker")
 """Config fields that may differ between runs without changing what is compared."""
@@ -287,7 +288,8 @@ def write_compare_report(plan: Plan) -> Path:
     pngs = _curve_plots(runs, rows, folder / "plots") if any(runs.values()) else []
     ref = plan.arms[0].name
     varied = sorted({k for a in plan.arms for k in a.overrides})
-    md = [f"# Comparison: {plan.chapter} ({plan.preset}), varying {', '.join(varied)}", "",
+    what = f"varying {', '.join(varied)}" if varied else "seed replicates (no variable changed)"
+    md = [f"# Comparison: {plan.chapter} ({plan.preset}), {what}", "",
           f"Arms: {', '.join(a.name for a in plan.arms)} (reference: {ref}); seeds {plan.seeds}. "
           f"Shared settings: {plan.base or 'the preset'}.", "",
           "## Which variable changed", ""]
@@ -327,6 +329,9 @@ def write_compare_report(plan: Plan) -> Path:
     md += _md_table([{"arm": a.name, **{f"{k} seed {s}": ("-" if res["final"][a.name][k].get(s) is None
                                                            else f"{100 * res['final'][a.name][k][s]:.1f}")
                                          for k in eval_keys[:1] for s in plan.seeds}} for a in plan.arms])
+    stage_md, stage_pngs = _stages(plan, runs, folder / "plots")
+    md += stage_md
+    pngs = stage_pngs + pngs
     md += ["", "## What a step costs (mean over steps and seeds)", ""]
     cost_keys = sorted({k for a in plan.arms for k in res["step_means"][a.name]})
     md += _md_table([{"metric": k, **{a.name: (f"{res['step_means'][a.name][k]:.3g}" if k in res["step_means"][a.name] else "-")
@@ -337,6 +342,22 @@ def write_compare_report(plan: Plan) -> Path:
     _io.atomic_write_text(folder / "report.md", "\n".join(md) + "\n")
     _io.atomic_write_text(folder / "report.html", _html(plan, md, pngs, table, res))
     return folder / "report.html"
+
+
+def _stages(plan: Plan, runs, out_dir: Path) -> tuple[list[str], list[Path]]:
+    """For multi-stage runs (`eval/stages.json`): every stage and checkpoint across seeds, per arm, and
+    each arm's trade-off plot of its first two scores."""
+    md, pngs = [], []
+    for arm in plan.arms:
+        rows_by_seed = [r.read_eval("stages")["rows"] for r in runs[arm.name].values() if "stages" in r.eval_names()]
+        if not rows_by_seed:
+            continue
+        keys = [k for k in rows_by_seed[0][0] if k not in ("stage", "step")]
+        md += ["", f"## Every stage and checkpoint: {arm.name} (held-out accuracy, mean ± 95% t-interval, %)", ""]
+        md += _md_table(format_rows(stage_rows(rows_by_seed, keys), keys))
+        if len(keys) >= 2:
+            pngs.append(plot_tradeoff(out_dir / f"tradeoff-{arm.slug}.png", rows_by_seed, keys))
+    return md, pngs
 
 
 def _md_table(rows: list[dict]) -> list[str]:

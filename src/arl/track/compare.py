@@ -39,7 +39,8 @@ class Arm:
 def parse_vary(items: list[str]) -> list[Arm]:
     """Arms from `--vary key=a,b,c` options: one arm per value, each changing only that key against the
     base; several --vary options give one-at-a-time arms for each key. The first arm is the reference
-    that the others are compared with."""
+    that the others are compared with. No --vary: one arm, the preset as it is, run over the seeds
+    (seed replicates, e.g. of a multi-stage chapter whose stages are the comparison)."""
     arms: list[Arm] = []
     for item in items:
         if "=" not in item:
@@ -53,9 +54,7 @@ def parse_vary(items: list[str]) -> list[Arm]:
             if any(a.name == arm.name for a in arms):
                 raise ValueError(f"--vary: the arm {arm.name} is given twice")
             arms.append(arm)
-    if not arms:
-        raise ValueError("arl compare needs at least one --vary key=value1,value2")
-    return arms
+    return arms or [Arm("preset", {})]
 
 
 @dataclass
@@ -104,8 +103,8 @@ class Plan:
 
     def check(self) -> None:
         """Resolve every arm's config for every seed, so that a bad key or value fails before any run."""
-        if len(self.arms) < 2:
-            raise ValueError(f"a comparison needs at least two arms, got {[a.name for a in self.arms]}")
+        if not self.arms:
+            raise ValueError("a comparison needs at least one arm")
         if not self.seeds:
             raise ValueError("--seeds must be at least 1")
         slugs = [a.slug for a in self.arms]

@@ -1,0 +1,204 @@
+"""Specialist vs general: fit a specialist ability and keep the general one, by on-policy distillation.
+
+The reference lab's medical chapter in mini form. The general model (the base) is the OPD chapter's
+teacher: a 5M model trained to box arithmetic answers. The specialist domain is medication-dose
+problems (`arl.data.dosage`: doses per kg, split doses, tablets, drips, stock), which need
+multiplication and division the general task never asks for. Stages, each scored on both domains'
+held-out tests:
+
+1. base: the general model.
+2. SFT: the base fine-tuned on the specialist domain's worked solutions. Specialist up; general down.
+3. OPD: the base as student, the SFT model as teacher, specialist prompts (`distill.teacher_advantages`).
+4. SAR-OPD: from OPD's end, OPD on general prompts with the base model as teacher (staged: first the
+   specialist, then restore the general ability from the model that had it).
+5. IDT-OPD: from the base, interleaved steps: specialist prompts with the SFT teacher and general
+   prompts with the base teacher, `idt_ratio` steps of each per cycle, each domain with its own data
+   cursor (`distill.interleaved_schedule`), one optimizer.
+
+    arl run opd-specialist --preset mini [seed=1] [idt_ratio=2:1]
+
+Outputs: `eval/stages.json` (both domains' accuracy at every stage and checkpoint), the trade-off plot
+`plots/tradeoff.png`, per-step metrics namespaced by domain (`specialist/opd/reverse_kl_mean`). A resumed
+run keeps its finished stages and restarts an unfinished one from that stage's start.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+from .. import checkpoints, policy, report
+from ..client import ServiceClient
+from ..coldstart import ColdStart, encode_chat, run_cold_start
+from ..data import dosage, format_prompt
+from ..distill import interleaved_schedule, parse_ratio, teacher_advantages
+from ..eval import evaluate_boxed
+from ..policy import PolicyConfig, Rollout
+from ..report.stages import plot_tradeoff, stage_rows
+from ..rewards import boxed_reward
+from ..settings import configure
+from ..track import RunDir, progress
+
+DOMAINS = ("specialist", "general")
+
+
+@dataclass
+class Config(PolicyConfig):
+    model: str = "arl/tiny-qwen3-5m"
+    """The general model's base (its cold start below is the OPD chapter's teacher, cached)."""
+    sft_steps: int = 1200
+    """SFT steps that make the general model from `model` on the general (arithmetic) task."""
+    sft_learning_rate: float = 2e-3
+    """The general model's SFT learning rate."""
+    sft_plain_fraction: float = 0.0
+    """Share of the general model's SFT targets without \\boxed{} (0: it follows the format)."""
+    specialist_sft_steps: int = 300
+    """SFT steps of the specialist model (from the general model, on the dose problems)."""
+    specialist_sft_learning_rate: float = 2e-3
+    """The specialist SFT's learning rate."""
+    specialist_n_train: int = 2000
+    """Generated specialist (dose) training problems."""
+    specialist_n_test: int = 200
+    """Held-out specialist problems."""
+    steps: int = 60
+    """OPD steps of the OPD stage and of SAR-OPD's general stage; IDT-OPD runs idt_steps."""
+    learning_rate: float = 1e-4
+    """Learning rate of the OPD stage and of IDT-OPD."""
+    sar_learning_rate: float = 5e-5
+    """Learning rate of SAR-OPD's general stage (lower: it should restore, not relearn; the reference
+    lab uses 5e-6 after 4e-5)."""
+    idt_ratio: str = "1:1"
+    """IDT-OPD's schedule: specialist:general steps per cycle."""
+    idt_steps: int = 120
+    """IDT-OPD steps in all (both domains)."""
+    group_size: int = 4
+    """Student samples per prompt."""
+    beta: float = 1.0
+    """Scale of the reverse-KL advantage."""
+    discount: float = 0.0
+    """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
+    eval_every: int = 20
+    """Evaluate both domains every N steps of a stage (and at its end)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.loss_fn != "importance_sampling":
+            raise ValueError(f"loss_fn={self.loss_fn!r}: OPD trains with importance_sampling")
+        if self.kl_coef:
+            raise ValueError("kl_coef: the specialist chapter has no reference KL; its teachers are the signal")
+        if not 0.0 <= self.discount < 1.0:
+            raise ValueError(f"discount={self.discount}: must be in [0, 1)")
+        if self.specialist_sft_steps < 1 or self.idt_steps < 1:
+            raise ValueError("specialist_sft_steps and idt_steps must be >= 1")
+        parse_ratio(self.idt_ratio, DOMAINS)
+
+    def specialist_sft(self, init: str) -> ColdStart:
+        """The specialist SFT: from the general model's weights, seeded by the run's seed (its data order)."""
+        return ColdStart(self.model, self.specialist_sft_steps, learning_rate=self.specialist_sft_learning_rate,
+                         seed=self.seed, data_seed=self.seed, task=f"dosage-{self.specialist_n_train}", init=init)
+
+
+PRESETS = {
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", sft_steps=2, specialist_sft_steps=2, steps=2, idt_steps=2,
+                  batch_prompts=2, group_size=2, max_tokens=12, n_train=64, n_test=8, specialist_n_train=64,
+                  specialist_n_test=8, eval_every=1),
+    "mini": {},
+}
+
+
+def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
+    if cfg.threads:
+        configure(num_threads=cfg.threads)
+    train, test = cfg.load_task()
+    s_train, s_test = dosage.make_split(0, cfg.specialist_n_train, cfg.specialist_n_test)
+    data = {"specialist": (s_train, s_test), "general": (train, test)}
+    service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
+    base_path = run_cold_start(cfg.cold_start(), train)
+    sft_path = run_cold_start(cfg.specialist_sft(base_path), s_train)
+    base = service.create_sampling_client(model_path=base_path)
+    sft = service.create_sampling_client(model_path=sft_path)
+    tok = base.get_tokenizer()
+    stop = [tok.eos_token]
+    prompts = {d: [encode_chat(tok, format_prompt(p)) for p in data[d][1]] for d in DOMAINS}
+    done = _load_stages(run) if resume else {"rows": [], "states": {}}
+
+    def held_out(stage: str, step: int, sampler) -> dict[str, float]:
+        """Both domains' held-out accuracy (eval/STAGE-DOMAIN-NNNN.json), recorded in eval/stages.json."""
+        row = {"stage": stage, "step": step}
+        for d in DOMAINS:
+            out = evaluate_boxed(run, step, sampler, prompts[d], [p.answer for p in data[d][1]], cfg.max_tokens, stop,
+                                 f"{stage}-{d}-{step:04d}")
+            row[d] = out["eval/accuracy"]
+        done["rows"].append(row)
+        checkpoints.write_json(run.eval_dir / "stages.json", done)
+        return {f"eval/{d}/accuracy": row[d] for d in DOMAINS}
+
+    def stage(name: str, offset: int, start: str, schedule: list[tuple[str, int]], teachers: dict, lr: float) -> str:
+        """OPD steps from the state `start` along `schedule` ((domain, its batch index) per step);
+        logged at global steps offset+1...; returns the final state's path."""
+        if name in done["states"]:
+            return done["states"][name]
+        done["rows"] = [r for r in done["rows"] if r["stage"] != name]
+        run.truncate_after(offset)
+        client = service.create_training_client_from_state(start)  # weights only: a fresh optimizer
+        with progress(len(schedule), name) as bar:
+            for i, (domain, cursor) in enumerate(schedule):
+                t0 = time.perf_counter()
+                # 1. the student samples this step's prompts of its domain
+                problems = policy.step_problems(data[domain][0], cursor, cfg.batch_prompts)
+                student_prompts = [encode_chat(tok, format_prompt(p)) for p in problems]
+                groups = policy.sample_groups(client.save_weights_and_get_sampling_client(), student_prompts, cfg,
+                                              offset + i, stop)
+                # 2. that domain's teacher scores the same tokens: per-token reverse-KL advantages
+                flat = [(p, s) for p, seqs in zip(student_prompts, groups) for s in seqs]
+                adv_K, metrics = teacher_advantages(teachers[domain], [p for p, _ in flat], [s for _, s in flat],
+                                                    cfg.beta, cfg.discount)
+                # 3. one importance-sampling step on every sampled token
+                rollouts = [Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K)]
+                metrics.update(policy.policy_step(client, cfg, rollouts, len(rollouts), lr))
+                # 4. log under the domain's name (the task reward for information), evaluate when due
+                rewards = [boxed_reward(s.text, p.answer) for p, seqs in zip(problems, groups) for s in seqs]
+                metrics["reward/mean"] = sum(rewards) / len(rewards)
+                metrics["time/step"] = time.perf_counter() - t0
+                logged = {f"{domain}/{k}": v for k, v in metrics.items()}
+                logged["train/specialist_step"] = float(domain == "specialist")
+                if (i + 1) % cfg.eval_every == 0 or i + 1 == len(schedule):
+                    logged.update(held_out(name, i + 1, client.save_weights_and_get_sampling_client()))
+                run.log_metrics(offset + i + 1, logged)
+                bar.update()
+                bar.set_metrics({"domain": domain, "kl": metrics["opd/reverse_kl_mean"]})
+        path = client.save_state(name).result().path
+        done["states"][name] = path
+        checkpoints.write_json(run.eval_dir / "stages.json", done)
+        return path
+
+    if not done["rows"]:
+        run.log_metrics(0, held_out("base", 0, base))
+    if not any(r["stage"] == "sft" for r in done["rows"]):
+        held_out("sft", cfg.specialist_sft_steps, sft)
+    specialist_only = [("specialist", k) for k in range(cfg.steps)]
+    opd_path = stage("opd", 0, base_path, specialist_only, {"specialist": sft}, cfg.learning_rate)
+    stage("sar-opd", cfg.steps, opd_path, [("general", k) for k in range(cfg.steps)], {"general": base},
+          cfg.sar_learning_rate)
+    stage("idt-opd", 2 * cfg.steps, base_path, interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps),
+          {"specialist": sft, "general": base}, cfg.learning_rate)
+    _finish(cfg, run, done)
+    return run
+
+
+def _load_stages(run: RunDir) -> dict:
+    file = run.eval_dir / "stages.json"
+    return json.loads(file.read_text()) if file.is_file() else {"rows": [], "states": {}}
+
+
+def _finish(cfg: Config, run: RunDir, done: dict) -> None:
+    """Summary (both domains at each stage's end), the trade-off plot and the report."""
+    ends = stage_rows([done["rows"]], DOMAINS, final_only=True)
+    summary = {f"{r['stage']}/{d}": r[d][0] for r in ends for d in DOMAINS}
+    run.write_eval("summary", {**summary, "config": asdict(cfg)})
+    report.plot_metrics(run)
+    plot_tradeoff(run.plots_dir / "tradeoff.png", [done["rows"]], DOMAINS)
+    report.write_report(run, f"Specialist vs general OPD ({cfg.model})",
+                        summary_rows=[{"stage": r["stage"], **{d: r[d][0] for d in DOMAINS}} for r in ends],
+                        eval_table=done["rows"], rollouts_sample=[])
