@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: run test setup bench path01 clean
+.PHONY: run test setup bench path01 path02 clean
 
 $(BIN)/arl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ path01: setup
 	$(BIN)/arl compare gspo --vary ratio_level=token,sequence --vary minibatches=1 --seeds 3 --out runs/compare/gspo
 	$(BIN)/arl compare grpo --vary normalizer=token_mean,constant --vary kl_coef=0.05 --seeds 3 \
 	    --out runs/compare/grpo-drgrpo-kl
+
+# The results of path 02's chapter notes (opd, opd-specialist, opsd): three comparisons of 3 seeds, about
+# 90 minutes on 2 cores once the teachers' SFTs are cached; rerun to resume.
+path02: setup
+	$(BIN)/arl compare opd --vary signal=teacher,reward --seeds 3 --out runs/compare/opd
+	$(BIN)/arl compare opd-specialist --seeds 3 --out runs/compare/opd-specialist
+	$(BIN)/arl compare opsd --seeds 3 --out runs/compare/opsd
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -84,3 +84,24 @@ def test_stage_rows_align_seeds_and_keep_each_stage_end():
     # mean 50.0, t_{0.975,1} = 12.706, sd = 0.1414 -> half-width 12.706 * 0.1 = 127.1 points
     assert format_rows(ends, ["a", "b"])[1]["a"] == "50.0 ± 127.1"
     assert format_rows(ends, ["a", "b"])[0]["b"] == "50.0 ± 0.0"
+
+
+def test_privileged_cold_start_examples_show_the_solution():
+    from arl.coldstart import ColdStart, privileged_mask, sft_examples, sft_targets
+    from arl.data import make_split
+    from arl.models import load_tokenizer
+
+    train, _ = make_split(0, 200, 0, "small")
+    mask = privileged_mask(train, 0.5, data_seed=0)
+    assert 70 < sum(mask) < 130 and mask == privileged_mask(train, 0.5, data_seed=0)
+    tok = load_tokenizer("arl/tiny-qwen3-0.5m")
+    targets = sft_targets(train, 1.0)  # every plain target unboxed
+    examples = sft_examples(tok, train, targets, mask)
+    for p, priv, (prompt, target) in zip(train, mask, examples):
+        shown = tok.decode(prompt)
+        assert ("Reference solution:" in shown and p.solution in shown) == priv
+        assert tok.decode(target[:-1]) == (p.solution if priv else targets[train.index(p)])
+    # an unset new field leaves the cache key of every existing cold start as it was
+    spec = ColdStart("arl/tiny-qwen3-0.5m", 10)
+    assert spec.key() == ColdStart("arl/tiny-qwen3-0.5m", 10, privileged_fraction=0.0, init=None).key()
+    assert spec.key() != ColdStart("arl/tiny-qwen3-0.5m", 10, privileged_fraction=0.5).key()

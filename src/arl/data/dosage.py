@@ -6,7 +6,8 @@ one needs what the general arithmetic task never asks for: multiplying by a dose
 a daily dose into equal doses, counting tablets and vials. A model trained only on the general task
 scores near zero here; SFT on this domain teaches it, and (the chapter shows) costs general accuracy.
 
-Every operand and result stays in 0..MAX_VALUE and every division is exact. Deterministic like
+Operands are small (factors up to 12 and 6), so that a 5M model learns the products and quotients it
+needs in a few hundred SFT steps; every result stays in 0..MAX_VALUE and every division is exact. Deterministic like
 `arl.data.arithmetic`: one `random.Random(seed)`, test split drawn first, train and test disjoint.
 """
 
@@ -27,7 +28,7 @@ WARDS = ("ward", "clinic", "pharmacy", "ambulance")
 def _by_weight(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """A child weighs 12 kg. The dose of ibuprofen is 5 mg per kg[, given in 3 equal doses]. ...?"""
     who, drug = rng.choice(PATIENTS), rng.choice(DRUGS)
-    kg, per_kg = rng.randint(2, 30), rng.randint(2, 9)
+    kg, per_kg = rng.randint(2, 12), rng.randint(2, 6)
     total = steps(kg, "*", per_kg)
     text = f"{who} weighs {kg} kg. The dose of {drug} is {per_kg} mg per kg"
     if rng.random() < 0.5:
@@ -39,7 +40,7 @@ def _by_weight(rng: random.Random, steps: Steps) -> tuple[str, int]:
 
 def _split_dose(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """The daily dose of paracetamol is 60 mg, given in 4 equal doses. How many mg is each dose?"""
-    drug, n, each = rng.choice(DRUGS), rng.randint(2, 6), rng.randint(2, 30)
+    drug, n, each = rng.choice(DRUGS), rng.randint(2, 5), rng.randint(2, 12)
     daily = n * each
     if daily > MAX_VALUE:
         raise OutOfRange
@@ -48,7 +49,7 @@ def _split_dose(rng: random.Random, steps: Steps) -> tuple[str, int]:
 
 def _tablets(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """Each tablet has 5 mg. The dose is 20 mg, twice a day. How many tablets a day?"""
-    drug, per_tablet, count = rng.choice(TABLET_DRUGS), rng.randint(2, 25), rng.randint(1, 8)
+    drug, per_tablet, count = rng.choice(TABLET_DRUGS), rng.randint(2, 12), rng.randint(1, 5)
     dose = per_tablet * count
     if dose > MAX_VALUE:
         raise OutOfRange
@@ -62,20 +63,20 @@ def _tablets(rng: random.Random, steps: Steps) -> tuple[str, int]:
 
 def _drip(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """A drip gives 12 ml per hour for 5 hours, then 8 ml more. How many ml in all?"""
-    rate, hours = rng.randint(2, 20), rng.randint(2, 9)
+    rate, hours = rng.randint(2, 12), rng.randint(2, 6)
     total = steps(rate, "*", hours)
     text = f"A drip gives {rate} ml per hour for {hours} hours"
     if rng.random() < 0.5:
         return f"{text}. How many ml does the patient get in all?", total
-    extra = rng.randint(2, 30)
+    extra = rng.randint(2, 20)
     return f"{text}, then {extra} ml more. How many ml does the patient get in all?", steps(total, "+", extra)
 
 
 def _stock(rng: random.Random, steps: Steps) -> tuple[str, int]:
     """The ward has 90 vials. It uses 7 vials a day for 6 days. How many vials are left?"""
-    ward, per_day, days = rng.choice(WARDS), rng.randint(2, 12), rng.randint(2, 9)
+    ward, per_day, days = rng.choice(WARDS), rng.randint(2, 9), rng.randint(2, 6)
     used = steps(per_day, "*", days)
-    stock = rng.randint(used, min(MAX_VALUE, used + 60))
+    stock = rng.randint(used, min(MAX_VALUE, used + 30))
     return (f"The {ward} has {stock} vials. It uses {per_day} vials a day for {days} days. How many vials are left?",
             steps(stock, "-", used))
 

@@ -53,15 +53,18 @@ class Config(PolicyConfig):
     """The general model's SFT learning rate."""
     sft_plain_fraction: float = 0.0
     """Share of the general model's SFT targets without \\boxed{} (0: it follows the format)."""
-    specialist_sft_steps: int = 300
+    specialist_sft_steps: int = 600
     """SFT steps of the specialist model (from the general model, on the dose problems)."""
+    specialist_sft_seed: int = 0
+    """Seed of the specialist SFT's data order: one specialist teacher, trained once and cached, for
+    every seed of the OPD stages (as the reference lab has one SFT model)."""
     specialist_sft_learning_rate: float = 2e-3
     """The specialist SFT's learning rate."""
     specialist_n_train: int = 2000
     """Generated specialist (dose) training problems."""
     specialist_n_test: int = 200
     """Held-out specialist problems."""
-    steps: int = 60
+    steps: int = 40
     """OPD steps of the OPD stage and of SAR-OPD's general stage; IDT-OPD runs idt_steps."""
     learning_rate: float = 1e-4
     """Learning rate of the OPD stage and of IDT-OPD."""
@@ -70,7 +73,7 @@ class Config(PolicyConfig):
     lab uses 5e-6 after 4e-5)."""
     idt_ratio: str = "1:1"
     """IDT-OPD's schedule: specialist:general steps per cycle."""
-    idt_steps: int = 120
+    idt_steps: int = 80
     """IDT-OPD steps in all (both domains)."""
     group_size: int = 4
     """Student samples per prompt."""
@@ -94,9 +97,10 @@ class Config(PolicyConfig):
         parse_ratio(self.idt_ratio, DOMAINS)
 
     def specialist_sft(self, init: str) -> ColdStart:
-        """The specialist SFT: from the general model's weights, seeded by the run's seed (its data order)."""
+        """The specialist SFT: from the general model's weights, on the dose problems (cached)."""
         return ColdStart(self.model, self.specialist_sft_steps, learning_rate=self.specialist_sft_learning_rate,
-                         seed=self.seed, data_seed=self.seed, task=f"dosage-{self.specialist_n_train}", init=init)
+                         seed=self.specialist_sft_seed, data_seed=self.specialist_sft_seed,
+                         task=f"dosage-{self.specialist_n_train}", init=init)
 
 
 PRESETS = {

@@ -329,6 +329,9 @@ def write_compare_report(plan: Plan) -> Path:
     md += _md_table([{"arm": a.name, **{f"{k} seed {s}": ("-" if res["final"][a.name][k].get(s) is None
                                                            else f"{100 * res['final'][a.name][k][s]:.1f}")
                                          for k in eval_keys[:1] for s in plan.seeds}} for a in plan.arms])
+    if eval_keys:
+        md += ["", f"{eval_keys[0]} at every evaluation (mean across seeds, %):", ""]
+        md += _md_table(_checkpoint_rows(plan, rows, eval_keys[0]))
     stage_md, stage_pngs = _stages(plan, runs, folder / "plots")
     md += stage_md
     pngs = stage_pngs + pngs
@@ -342,6 +345,19 @@ def write_compare_report(plan: Plan) -> Path:
     _io.atomic_write_text(folder / "report.md", "\n".join(md) + "\n")
     _io.atomic_write_text(folder / "report.html", _html(plan, md, pngs, table, res))
     return folder / "report.html"
+
+
+def _checkpoint_rows(plan: Plan, rows, key: str) -> list[dict]:
+    """One row per arm: the mean across seeds of `key` at each step it was logged (how fast, not only how far)."""
+    out = []
+    for a in plan.arms:
+        by_step: dict[int, list[float]] = {}
+        for rs in rows[a.name].values():
+            for r in rs:
+                if key in r:
+                    by_step.setdefault(r["step"], []).append(r[key])
+        out.append({"arm": a.name, **{f"step {k}": f"{100 * sum(v) / len(v):.1f}" for k, v in sorted(by_step.items())}})
+    return out
 
 
 def _stages(plan: Plan, runs, out_dir: Path) -> tuple[list[str], list[Path]]:
