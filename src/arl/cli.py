@@ -120,7 +120,7 @@ def cmd_compare(args) -> int:
         print(f"arl compare {args.chapter}: {e}", file=sys.stderr)
         return 2
     print(f"comparison folder: {plan.folder} ({len(plan.arms)} arms x {len(plan.seeds)} seeds)")
-    failures = [] if args.report_only else run_all(plan, args.jobs)
+    failures = [] if args.report_only else run_all(plan, args.jobs, args.threads)
     report = write_compare_report(plan)
     print(f"report: {report}")
     for failure in failures:

@@ -1,7 +1,8 @@
 """Specialist vs general: fit a specialist ability and keep the general one, by on-policy distillation.
 
 The reference lab's medical chapter in mini form. The general model (the base) is the OPD chapter's
-teacher: a 5M model trained to box arithmetic answers. The specialist domain is medication-dose
+teacher (a 5M model trained to box arithmetic answers) after a short broad SFT in which a tenth of the
+problems are dose problems (`general_mix`). The specialist domain is medication-dose
 problems (`arl.data.dosage`: doses per kg, split doses, tablets, drips, stock), which need
 multiplication and division the general task never asks for. Stages, each scored on both domains'
 held-out tests:
@@ -53,6 +54,12 @@ class Config(PolicyConfig):
     """The general model's SFT learning rate."""
     sft_plain_fraction: float = 0.0
     """Share of the general model's SFT targets without \\boxed{} (0: it follows the format)."""
+    general_mix: float = 0.1
+    """Share of dose problems in the general model's broad SFT: a general model has seen a little of
+    every domain (without any, the student never samples a `*` on a dose problem and OPD has no
+    token of the teacher's to push up)."""
+    general_mix_steps: int = 200
+    """Steps of that broad SFT (arithmetic plus the dose share), from the arithmetic model."""
     specialist_sft_steps: int = 600
     """SFT steps of the specialist model (from the general model, on the dose problems)."""
     specialist_sft_seed: int = 0
@@ -64,7 +71,7 @@ class Config(PolicyConfig):
     """Generated specialist (dose) training problems."""
     specialist_n_test: int = 200
     """Held-out specialist problems."""
-    steps: int = 40
+    steps: int = 60
     """OPD steps of the OPD stage and of SAR-OPD's general stage; IDT-OPD runs idt_steps."""
     learning_rate: float = 1e-4
     """Learning rate of the OPD stage and of IDT-OPD."""
@@ -73,7 +80,7 @@ class Config(PolicyConfig):
     lab uses 5e-6 after 4e-5)."""
     idt_ratio: str = "1:1"
     """IDT-OPD's schedule: specialist:general steps per cycle."""
-    idt_steps: int = 80
+    idt_steps: int = 120
     """IDT-OPD steps in all (both domains)."""
     group_size: int = 4
     """Student samples per prompt."""
@@ -92,9 +99,16 @@ class Config(PolicyConfig):
             raise ValueError("kl_coef: the specialist chapter has no reference KL; its teachers are the signal")
         if not 0.0 <= self.discount < 1.0:
             raise ValueError(f"discount={self.discount}: must be in [0, 1)")
-        if self.specialist_sft_steps < 1 or self.idt_steps < 1:
-            raise ValueError("specialist_sft_steps and idt_steps must be >= 1")
+        if self.specialist_sft_steps < 1 or self.idt_steps < 1 or self.general_mix_steps < 1:
+            raise ValueError("general_mix_steps, specialist_sft_steps and idt_steps must be >= 1")
+        if not 0.0 <= self.general_mix < 0.5:
+            raise ValueError(f"general_mix={self.general_mix}: a share of dose problems in [0, 0.5)")
         parse_ratio(self.idt_ratio, DOMAINS)
+
+    def general_model(self, init: str) -> ColdStart:
+        """The broad SFT that makes the general model (the base): arithmetic with a `general_mix` share of dose problems."""
+        return ColdStart(self.model, self.general_mix_steps, learning_rate=self.sft_learning_rate,
+                         task=f"mix-{self.data}-{self.level}-{self.n_train}-dosage-{self.general_mix}", init=init)
 
     def specialist_sft(self, init: str) -> ColdStart:
         """The specialist SFT: from the general model's weights, on the dose problems (cached)."""
@@ -104,7 +118,7 @@ class Config(PolicyConfig):
 
 
 PRESETS = {
-    "smoke": dict(model="arl/tiny-qwen3-0.5m", sft_steps=2, specialist_sft_steps=2, steps=2, idt_steps=2,
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", sft_steps=2, general_mix_steps=2, specialist_sft_steps=2, steps=2, idt_steps=2,
                   batch_prompts=2, group_size=2, max_tokens=12, n_train=64, n_test=8, specialist_n_train=64,
                   specialist_n_test=8, eval_every=1),
     "mini": {},
@@ -118,7 +132,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     s_train, s_test = dosage.make_split(0, cfg.specialist_n_train, cfg.specialist_n_test)
     data = {"specialist": (s_train, s_test), "general": (train, test)}
     service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
-    base_path = run_cold_start(cfg.cold_start(), train)
+    base_path = run_cold_start(cfg.general_model(run_cold_start(cfg.cold_start(), train)), _mix(train, s_train, cfg.general_mix))
     sft_path = run_cold_start(cfg.specialist_sft(base_path), s_train)
     base = service.create_sampling_client(model_path=base_path)
     sft = service.create_sampling_client(model_path=sft_path)
@@ -189,6 +203,11 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
           {"specialist": sft, "general": base}, cfg.learning_rate)
     _finish(cfg, run, done)
     return run
+
+
+def _mix(train: list, s_train: list, share: float) -> list:
+    """`train` plus enough of `s_train` that the dose problems are `share` of the whole."""
+    return train + s_train[:round(len(train) * share / (1.0 - share))]
 
 
 def _load_stages(run: RunDir) -> dict:

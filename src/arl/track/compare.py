@@ -150,10 +150,11 @@ def default_jobs() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def run_all(plan: Plan, jobs: int | None = None) -> list[str]:
-    """Run (or resume) every unfinished (arm, seed); returns the failures as 'arm seed k: log path'."""
+def run_all(plan: Plan, jobs: int | None = None, threads: int | None = None) -> list[str]:
+    """Run (or resume) every unfinished (arm, seed), `jobs` at once with `threads` torch threads each
+    (default: the cores shared among the jobs); returns the failures as 'arm seed k: log path'."""
     jobs = jobs or default_jobs()
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = threads or max(1, (os.cpu_count() or 1) // jobs)
     todo = [(arm, seed) for seed in plan.seeds for arm in plan.arms if not plan.finished(arm, seed)]
     logs = plan.folder / "logs"
     logs.mkdir(parents=True, exist_ok=True)
