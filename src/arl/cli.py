@@ -119,7 +119,8 @@ def cmd_compare(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"arl compare {args.chapter}: {e}", file=sys.stderr)
         return 2
-    print(f"comparison folder: {plan.folder} ({len(plan.arms)} arms x {len(plan.seeds)} seeds)")
+    n_arms, n_seeds = len(plan.arms), len(plan.seeds)
+    print(f"comparison folder: {plan.folder} ({n_arms} arm{'s' * (n_arms != 1)} x {n_seeds} seed{'s' * (n_seeds != 1)})")
     failures = [] if args.report_only else run_all(plan, args.jobs, args.threads)
     report = write_compare_report(plan)
     print(f"report: {report}")

@@ -42,6 +42,8 @@ from ..settings import configure
 from ..track import RunDir, progress
 
 DOMAINS = ("specialist", "general")
+STARTS = {"sft": "base", "opd": "base", "sar-opd": "opd", "idt-opd": "base"}
+"""The stage whose final weights each stage starts from."""
 
 
 @dataclass
@@ -139,7 +141,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     tok = base.get_tokenizer()
     stop = [tok.eos_token]
     prompts = {d: [encode_chat(tok, format_prompt(p)) for p in data[d][1]] for d in DOMAINS}
-    done = _load_stages(run) if resume else {"rows": [], "states": {}}
+    done = _load_stages(run) if resume else {"rows": [], "states": {}, "starts": STARTS}
 
     def held_out(stage: str, step: int, sampler) -> dict[str, float]:
         """Both domains' held-out accuracy (eval/STAGE-DOMAIN-NNNN.json), recorded in eval/stages.json."""
@@ -212,7 +214,7 @@ def _mix(train: list, s_train: list, share: float) -> list:
 
 def _load_stages(run: RunDir) -> dict:
     file = run.eval_dir / "stages.json"
-    return json.loads(file.read_text()) if file.is_file() else {"rows": [], "states": {}}
+    return json.loads(file.read_text()) if file.is_file() else {"rows": [], "states": {}, "starts": STARTS}
 
 
 def _finish(cfg: Config, run: RunDir, done: dict) -> None:
@@ -221,7 +223,7 @@ def _finish(cfg: Config, run: RunDir, done: dict) -> None:
     summary = {f"{r['stage']}/{d}": r[d][0] for r in ends for d in DOMAINS}
     run.write_eval("summary", {**summary, "config": asdict(cfg)})
     report.plot_metrics(run)
-    plot_tradeoff(run.plots_dir / "tradeoff.png", [done["rows"]], DOMAINS)
+    plot_tradeoff(run.plots_dir / "tradeoff.png", [done["rows"]], DOMAINS, STARTS)
     report.write_report(run, f"Specialist vs general OPD ({cfg.model})",
                         summary_rows=[{"stage": r["stage"], **{d: r[d][0] for d in DOMAINS}} for r in ends],
                         eval_table=done["rows"], rollouts_sample=[])

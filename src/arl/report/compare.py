@@ -365,14 +365,16 @@ def _stages(plan: Plan, runs, out_dir: Path) -> tuple[list[str], list[Path]]:
     each arm's trade-off plot of its first two scores."""
     md, pngs = [], []
     for arm in plan.arms:
-        rows_by_seed = [r.read_eval("stages")["rows"] for r in runs[arm.name].values() if "stages" in r.eval_names()]
-        if not rows_by_seed:
+        files = [r.read_eval("stages") for r in runs[arm.name].values() if "stages" in r.eval_names()]
+        if not files:
             continue
+        rows_by_seed = [f["rows"] for f in files]
         keys = [k for k in rows_by_seed[0][0] if k not in ("stage", "step")]
         md += ["", f"## Every stage and checkpoint: {arm.name} (held-out accuracy, mean ± 95% t-interval, %)", ""]
         md += _md_table(format_rows(stage_rows(rows_by_seed, keys), keys))
         if len(keys) >= 2:
-            pngs.append(plot_tradeoff(out_dir / f"tradeoff-{arm.slug}.png", rows_by_seed, keys))
+            pngs.append(plot_tradeoff(out_dir / f"tradeoff-{arm.slug}.png", rows_by_seed, keys,
+                                      next((f["starts"] for f in files if "starts" in f), None)))
     return md, pngs
 
 

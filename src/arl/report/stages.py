@@ -43,10 +43,11 @@ def format_rows(rows: Sequence[dict], keys: Sequence[str]) -> list[dict]:
     return out
 
 
-def plot_tradeoff(path: Path, rows_by_seed: Sequence[Sequence[dict]], keys: Sequence[str]) -> Path:
+def plot_tradeoff(path: Path, rows_by_seed: Sequence[Sequence[dict]], keys: Sequence[str],
+                  starts: dict[str, str] | None = None) -> Path:
     """Held-out `keys[1]` (x) against `keys[0]` (y), mean across seeds with 95% bars: one point per
-    checkpoint, each stage's checkpoints joined in order (a stage's first point joined to where it
-    started is left to the table: stages start from different models)."""
+    checkpoint, each stage's checkpoints joined in order; `starts` (stage -> the stage whose end it
+    starts from) adds a dotted line from that end to the stage's first checkpoint."""
     from matplotlib import rc_context
 
     y_key, x_key = keys[0], keys[1]
@@ -62,6 +63,10 @@ def plot_tradeoff(path: Path, rows_by_seed: Sequence[Sequence[dict]], keys: Sequ
             ax.errorbar([100 * m for m, _ in xs], [100 * m for m, _ in ys], xerr=[100 * h for _, h in xs],
                         yerr=[100 * h for _, h in ys], color=color, marker="o", markersize=4, linewidth=1.2,
                         capsize=2, label=stage)
+            origin = [r for r in rows if r["stage"] == (starts or {}).get(stage)]
+            if origin:
+                ax.plot([100 * mean_band(origin[-1][x_key])[0], 100 * xs[0][0]],
+                        [100 * mean_band(origin[-1][y_key])[0], 100 * ys[0][0]], color=color, linestyle=":", linewidth=1)
             ax.annotate(f"{stage} {pts[-1]['step']}", (100 * xs[-1][0], 100 * ys[-1][0]), fontsize=7, color=color,
                         xytext=(4, 4), textcoords="offset points")
         ax.set_xlabel(f"{x_key} held-out accuracy (%)")
