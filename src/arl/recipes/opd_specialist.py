@@ -42,7 +42,7 @@ from ..settings import configure
 from ..track import RunDir, progress
 
 DOMAINS = ("specialist", "general")
-STARTS = {"sft": "base", "opd": "base", "sar-opd": "opd", "idt-opd": "base"}
+STARTS = {"sft": "base", "opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", "idt-opd": "base"}
 """The stage whose final weights each stage starts from."""
 
 
@@ -201,7 +201,9 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     opd_path = stage("opd", 0, base_path, specialist_only, {"specialist": sft}, cfg.learning_rate)
     stage("sar-opd", cfg.steps, opd_path, [("general", k) for k in range(cfg.steps)], {"general": base},
           cfg.sar_learning_rate)
-    stage("idt-opd", 2 * cfg.steps, base_path, interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps),
+    stage("sft-sar-opd", 2 * cfg.steps, sft_path, [("general", k) for k in range(cfg.steps)], {"general": base},
+          cfg.sar_learning_rate)
+    stage("idt-opd", 3 * cfg.steps, base_path, interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps),
           {"specialist": sft, "general": base}, cfg.learning_rate)
     _finish(cfg, run, done)
     return run
