@@ -62,7 +62,7 @@ class Config(PolicyConfig):
     token of the teacher's to push up)."""
     general_mix_steps: int = 200
     """Steps of that broad SFT (arithmetic plus the dose share), from the arithmetic model."""
-    specialist_sft_steps: int = 600
+    specialist_sft_steps: int = 200
     """SFT steps of the specialist model (from the general model, on the dose problems)."""
     specialist_sft_seed: int = 0
     """Seed of the specialist SFT's data order: one specialist teacher, trained once and cached, for
@@ -73,16 +73,16 @@ class Config(PolicyConfig):
     """Generated specialist (dose) training problems."""
     specialist_n_test: int = 200
     """Held-out specialist problems."""
-    steps: int = 60
-    """OPD steps of the OPD stage and of SAR-OPD's general stage; IDT-OPD runs idt_steps."""
+    steps: int = 50
+    """OPD steps of each staged stage (OPD, SAR-OPD's general stage, SFT-SAR-OPD); IDT-OPD runs idt_steps."""
     learning_rate: float = 1e-4
     """Learning rate of the OPD stage and of IDT-OPD."""
-    sar_learning_rate: float = 5e-5
-    """Learning rate of SAR-OPD's general stage (lower: it should restore, not relearn; the reference
-    lab uses 5e-6 after 4e-5)."""
+    sar_learning_rate: float = 1.5e-4
+    """Learning rate of the general stages of SAR-OPD and SFT-SAR-OPD (the reference lab uses 5e-6
+    after 4e-5 on a 4B LoRA; here the SFT model's general answers have far to come back)."""
     idt_ratio: str = "1:1"
     """IDT-OPD's schedule: specialist:general steps per cycle."""
-    idt_steps: int = 120
+    idt_steps: int = 100
     """IDT-OPD steps in all (both domains)."""
     group_size: int = 4
     """Student samples per prompt."""
@@ -90,7 +90,7 @@ class Config(PolicyConfig):
     """Scale of the reverse-KL advantage."""
     discount: float = 0.0
     """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
-    eval_every: int = 20
+    eval_every: int = 25
     """Evaluate both domains every N steps of a stage (and at its end)."""
 
     def validate(self) -> None:
