@@ -42,8 +42,8 @@ STEP_KEYS = {
     "opd-specialist": {"specialist/opd/reverse_kl_mean", "specialist/reward/mean", "specialist/loss/sum",
                        "train/specialist_step"},
 }
-LAST_STEP = {"opd-specialist": 6}
-"""Chapters whose smoke run logs more than 2 steps (three 2-step stages)."""
+LAST_STEP = {"opd-specialist": 8}
+"""Chapters whose smoke run logs more than 2 steps (four 2-step stages)."""
 
 
 def test_every_chapter_has_expected_step_keys():
@@ -62,7 +62,8 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
     assert STEP_KEYS[chapter] <= set(next(m for m in run.read_metrics() if m["step"] == 1))
     assert "summary" in run.eval_names()
     if chapter == "opd-specialist":  # evaluated per stage and domain
-        assert {"base-general-0000", "sft-specialist-0002", "idt-opd-general-0002", "stages"} <= set(run.eval_names())
+        assert {"base-general-0000", "sft-specialist-0002", "sft-sar-opd-general-0002", "idt-opd-general-0002",
+                "stages"} <= set(run.eval_names())
     elif chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
         assert "step-0000" in run.eval_names()
     assert list(run.plots_dir.glob("*.png"))
@@ -151,6 +152,6 @@ def test_idt_schedule_visits_each_domain_in_its_ratio(tmp_path):
                   "idt_ratio=2:1", "idt_steps=6")
     assert out.returncode == 0, out.stderr[-3000:]
     run = RunDir.open(tmp_path / "opd-specialist" / "s")
-    idt = [m for m in run.read_metrics() if m["step"] > 4]  # after the OPD and SAR-OPD stages (2 steps each)
+    idt = [m for m in run.read_metrics() if m["step"] > 6]  # after the three staged stages (2 steps each)
     assert [m["train/specialist_step"] for m in idt] == [1, 1, 0, 1, 1, 0]
     assert all(("specialist/opd/reverse_kl_mean" in m) == bool(m["train/specialist_step"]) for m in idt)

@@ -4,7 +4,7 @@ The reference lab's medical chapter in mini form. The general model (the base) i
 teacher (a 5M model trained to box arithmetic answers) after a short broad SFT in which a tenth of the
 problems are dose problems (`general_mix`). The specialist domain is medication-dose
 problems (`arl.data.dosage`: doses per kg, split doses, tablets, drips, stock), which need
-multiplication and division the general task never asks for. Stages, each scored on both domains'
+multiplication and division (the arithmetic task has only + and -). Stages, each scored on both domains'
 held-out tests:
 
 1. base: the general model.
@@ -12,7 +12,8 @@ held-out tests:
 3. OPD: the base as student, the SFT model as teacher, specialist prompts (`distill.teacher_advantages`).
 4. SAR-OPD: from OPD's end, OPD on general prompts with the base model as teacher (staged: first the
    specialist, then restore the general ability from the model that had it).
-5. IDT-OPD: from the base, interleaved steps: specialist prompts with the SFT teacher and general
+5. SFT-SAR-OPD: the same general stage from the SFT model (the specialist gain of SFT, then restore).
+6. IDT-OPD: from the base, interleaved steps: specialist prompts with the SFT teacher and general
    prompts with the base teacher, `idt_ratio` steps of each per cycle, each domain with its own data
    cursor (`distill.interleaved_schedule`), one optimizer.
 
