@@ -215,7 +215,8 @@ def compare_results(plan: Plan, runs=None, rows=None) -> dict:
                 verdicts[f"{arm.name} vs {ref}: {k}"] = {"mean": v.mean, "low": v.low, "high": v.high, "n": v.n, "text": v.text}
     diff_rows, problems = _config_diff(plan, runs)
     checks, input_problems = _same_inputs(plan, runs)
-    train_s = {arm: {s: sum(r.get("time/step", 0.0) for r in rs) for s, rs in by_seed.items()} for arm, by_seed in rows.items()}
+    train_s = {arm: {s: sum(v for r in rs for k, v in r.items() if k == "time/step" or k.endswith("/time/step"))
+                     for s, rs in by_seed.items()} for arm, by_seed in rows.items()}  # a multi-domain run logs DOMAIN/time/step
     cost = {arm: _step_means(by_seed) for arm, by_seed in rows.items()}
     return {"chapter": plan.chapter, "preset": plan.preset, "base": plan.base, "seeds": plan.seeds,
             "arms": [{"name": a.name, "overrides": a.overrides, "finished_seeds": sorted(runs[a.name])} for a in plan.arms],
