@@ -13,7 +13,7 @@ CHAPTERS = {
     "dapo": ("arl.recipes.dapo", "01 DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping (presets grpo/dapo)"),
     "gspo": ("arl.recipes.gspo", "01 GSPO: sequence-level importance ratio and clipping"),
     "opd": ("arl.recipes.opd", "02 General OPD: a teacher's logprobs on the student's own samples as per-token advantages"),
-    "opd-specialist": ("arl.recipes.opd_specialist", "02 Specialist vs general: SFT, OPD, staged SAR-OPD and interleaved IDT-OPD on two domains"),
+    "opd-specialist": ("arl.recipes.opd_specialist", "02 Specialist vs general: SFT, OPD, staged SAR-OPD (from OPD or from SFT) and interleaved IDT-OPD on two domains"),
     "opsd": ("arl.recipes.opsd", "02 OPSD: self-distillation from the start weights shown the reference solution"),
     "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
 }
