@@ -38,7 +38,7 @@ path01: setup
 	    --out runs/compare/grpo-drgrpo-kl
 
 # The results of path 02's chapter notes (opd, opd-specialist, opsd): three comparisons of 3 seeds, about
-# 90 minutes on 2 cores once the teachers' SFTs are cached; rerun to resume.
+# 45 minutes on 2 cores once the SFT models are cached in ~/.cache/arl (about 80 the first time); rerun to resume.
 path02: setup
 	$(BIN)/arl compare opd --vary signal=teacher,reward --seeds 3 --out runs/compare/opd
 	$(BIN)/arl compare opd-specialist --seeds 3 --out runs/compare/opd-specialist
