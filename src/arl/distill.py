@@ -10,9 +10,31 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from . import advantages
+from .policy import PolicyConfig
 from .rollout import score_completions
+
+
+@dataclass
+class DistillConfig(PolicyConfig):
+    """Fields of the distillation chapters: the reverse-KL advantage's scale and discount, and the
+    samples per prompt; the update is always `importance_sampling`."""
+
+    group_size: int = 4
+    """Student samples per prompt (the teacher's signal needs no group baseline: more samples are more data)."""
+    beta: float = 1.0
+    """Scale of the reverse-KL advantage (the reference lab's kl_penalty_coef)."""
+    discount: float = 0.0
+    """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.loss_fn != "importance_sampling":
+            raise ValueError(f"loss_fn={self.loss_fn!r}: on-policy distillation trains with importance_sampling")
+        if not 0.0 <= self.discount < 1.0:
+            raise ValueError(f"discount={self.discount}: must be in [0, 1)")
 
 
 def teacher_advantages(teacher, teacher_prompts: Sequence[list[int]], seqs: Sequence, beta: float = 1.0,

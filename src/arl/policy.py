@@ -164,8 +164,9 @@ def sample_groups(sampler, prompts: Sequence[list[int]], cfg: PolicyConfig, step
 
 
 def start_client(cfg: PolicyConfig, run, service, train, resume: bool):
-    """(first step, training client, reference sampler or None): the last checkpoint of a resumed run,
-    else the cold start; the reference (for `kl_coef`) is always the start weights."""
+    """(first step, training client, reference sampler or None, start state path or None): the last
+    checkpoint of a resumed run, else the cold start; the reference (for `kl_coef`) is always the start
+    weights."""
     start_path = run_cold_start(cfg.cold_start(), train) if cfg.sft_steps > 0 else None
     ref = None
     if cfg.kl_coef > 0:
@@ -175,7 +176,7 @@ def start_client(cfg: PolicyConfig, run, service, train, resume: bool):
         if latest.is_file():
             saved = json.loads(latest.read_text())
             run.truncate_after(saved["step"])  # steps logged after the checkpoint are redone identically
-            return saved["step"], service.create_training_client_from_state_with_optimizer(saved["path"]), ref
+            return saved["step"], service.create_training_client_from_state_with_optimizer(saved["path"]), ref, start_path
         run.truncate_after(-1)
     if start_path is not None:
         client = service.create_training_client_from_state(start_path)  # a fresh optimizer for RL
@@ -183,7 +184,7 @@ def start_client(cfg: PolicyConfig, run, service, train, resume: bool):
         client = service.create_lora_training_client(cfg.model, rank=cfg.lora_rank, seed=cfg.seed)
     else:
         client = service.create_full_training_client(cfg.model, seed=cfg.seed)
-    return 0, client, ref
+    return 0, client, ref, start_path
 
 
 @dataclass
@@ -192,9 +193,12 @@ class Session:
     tokenizer's stop string, the held-out evaluation and the tracker."""
 
     train: list
+    test: list
     start: int
     client: object
     ref: object
+    start_path: str | None
+    """The cold start's saved state (the weights step 0 began from), None without a cold start."""
     tokenizer: object
     stop: list[str]
     held_out: Callable[..., dict[str, float]]
@@ -211,7 +215,7 @@ def open_session(cfg: PolicyConfig, run, resume: bool) -> Session:
         configure(num_threads=cfg.threads)
     train, test = cfg.load_task()
     service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
-    start, client, ref = start_client(cfg, run, service, train, resume)
+    start, client, ref, start_path = start_client(cfg, run, service, train, resume)
     tok = client.get_tokenizer()
     stop = [tok.eos_token]
     test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
@@ -221,7 +225,7 @@ def open_session(cfg: PolicyConfig, run, resume: bool) -> Session:
 
     if start == 0:
         run.log_metrics(0, held_out(0, client.save_weights_and_get_sampling_client()))
-    return Session(train, start, client, ref, tok, stop, held_out, Tracker.create(cfg.tracker, run))
+    return Session(train, test, start, client, ref, start_path, tok, stop, held_out, Tracker.create(cfg.tracker, run))
 
 
 def save(run, client, step: int) -> None:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from .. import advantages, policy
 from ..client import ServiceClient
 from ..coldstart import ColdStart, run_cold_start
-from ..distill import teacher_advantages
-from ..policy import PolicyConfig, Rollout
+from ..distill import DistillConfig, teacher_advantages
+from ..policy import Rollout
 from ..rewards import boxed_reward
 from ..track import RunDir, progress
 
@@ -34,31 +34,21 @@ SIGNALS = ("teacher", "reward")
 
 
 @dataclass
-class Config(PolicyConfig):
+class Config(DistillConfig):
     teacher_model: str = "arl/tiny-qwen3-5m"
     """The teacher's base model (same tokenizer as the student's)."""
     teacher_sft_steps: int = 1200
     """SFT steps that make the teacher (cached like the student's cold start); 0 = the base model."""
     teacher_sft_learning_rate: float = 2e-3
     """The teacher's SFT learning rate."""
-    beta: float = 1.0
-    """Scale of the reverse-KL advantage (the reference lab's kl_penalty_coef)."""
-    discount: float = 0.0
-    """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
-    group_size: int = 4
-    """Student samples per prompt (more data; there is no group baseline in OPD)."""
     signal: str = "teacher"
     """What the advantage is: teacher (per-token reverse KL, OPD) or reward (GRPO's group-relative
     boxed reward: the plain-RL control from the same start)."""
 
     def validate(self) -> None:
         super().validate()
-        if self.loss_fn != "importance_sampling":
-            raise ValueError(f"loss_fn={self.loss_fn!r}: OPD trains with importance_sampling")
         if self.signal not in SIGNALS:
             raise ValueError(f"signal={self.signal!r}: use teacher (OPD) or reward (the GRPO control)")
-        if not 0.0 <= self.discount < 1.0:
-            raise ValueError(f"discount={self.discount}: must be in [0, 1)")
 
     def teacher_start(self) -> ColdStart:
         return ColdStart(self.teacher_model, self.teacher_sft_steps, learning_rate=self.teacher_sft_learning_rate,

@@ -34,9 +34,9 @@ from .. import checkpoints, policy, report
 from ..client import ServiceClient
 from ..coldstart import ColdStart, encode_chat, run_cold_start
 from ..data import dosage, format_prompt
-from ..distill import interleaved_schedule, parse_ratio, teacher_advantages
+from ..distill import DistillConfig, interleaved_schedule, parse_ratio, teacher_advantages
 from ..eval import evaluate_boxed
-from ..policy import PolicyConfig, Rollout
+from ..policy import Rollout
 from ..report.stages import plot_tradeoff, stage_rows
 from ..rewards import boxed_reward
 from ..settings import configure
@@ -48,7 +48,7 @@ STARTS = {"sft": "base", "opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", 
 
 
 @dataclass
-class Config(PolicyConfig):
+class Config(DistillConfig):
     model: str = "arl/tiny-qwen3-5m"
     """The general model's base (its cold start below is the OPD chapter's teacher, cached)."""
     sft_steps: int = 1200
@@ -85,23 +85,13 @@ class Config(PolicyConfig):
     """IDT-OPD's schedule: specialist:general steps per cycle."""
     idt_steps: int = 100
     """IDT-OPD steps in all (both domains)."""
-    group_size: int = 4
-    """Student samples per prompt."""
-    beta: float = 1.0
-    """Scale of the reverse-KL advantage."""
-    discount: float = 0.0
-    """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
     eval_every: int = 25
     """Evaluate both domains every N steps of a stage (and at its end)."""
 
     def validate(self) -> None:
         super().validate()
-        if self.loss_fn != "importance_sampling":
-            raise ValueError(f"loss_fn={self.loss_fn!r}: OPD trains with importance_sampling")
         if self.kl_coef:
             raise ValueError("kl_coef: the specialist chapter has no reference KL; its teachers are the signal")
-        if not 0.0 <= self.discount < 1.0:
-            raise ValueError(f"discount={self.discount}: must be in [0, 1)")
         if self.specialist_sft_steps < 1 or self.idt_steps < 1 or self.general_mix_steps < 1:
             raise ValueError("general_mix_steps, specialist_sft_steps and idt_steps must be >= 1")
         if not 0.0 <= self.general_mix < 0.5:

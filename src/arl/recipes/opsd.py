@@ -25,39 +25,29 @@ from dataclasses import dataclass, replace
 
 from .. import advantages, policy
 from ..client import ServiceClient
-from ..coldstart import ColdStart, encode_chat, run_cold_start
+from ..coldstart import ColdStart, encode_chat
 from ..data import format_privileged_prompt
-from ..distill import teacher_advantages
+from ..distill import DistillConfig, teacher_advantages
 from ..eval import evaluate_boxed
-from ..policy import PolicyConfig, Rollout
+from ..policy import Rollout
 from ..rewards import boxed_reward
 from ..rollout import score_completions
 from ..track import RunDir, progress
 
 
 @dataclass
-class Config(PolicyConfig):
+class Config(DistillConfig):
     sft_privileged_fraction: float = 0.5
     """Share of cold-start problems shown with their reference solution in the prompt (so that the
     start model, OPSD's teacher, can use one)."""
-    beta: float = 1.0
-    """Scale of the reverse-KL advantage."""
-    discount: float = 0.0
-    """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
-    group_size: int = 4
-    """Student samples per prompt (no group baseline: more data per prompt)."""
 
     def validate(self) -> None:
         super().validate()
-        if self.loss_fn != "importance_sampling":
-            raise ValueError(f"loss_fn={self.loss_fn!r}: OPSD trains with importance_sampling")
         if not 0.0 < self.sft_privileged_fraction < 1.0:
             raise ValueError(f"sft_privileged_fraction={self.sft_privileged_fraction}: must be between 0 and 1 "
                              "(some problems with a solution to read, some without)")
         if self.sft_steps < 1:
             raise ValueError("sft_steps: OPSD's teacher is the cold start; it needs at least 1 SFT step")
-        if not 0.0 <= self.discount < 1.0:
-            raise ValueError(f"discount={self.discount}: must be in [0, 1)")
 
     def cold_start(self) -> ColdStart:
         return replace(super().cold_start(), privileged_fraction=self.sft_privileged_fraction)
@@ -72,10 +62,9 @@ PRESETS = {
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     session = policy.open_session(cfg, run, resume)
-    tok, test = session.tokenizer, cfg.load_task()[1]
+    tok, test = session.tokenizer, session.test
     # the teacher: the start weights, frozen (a sampler over the saved state, never a training client)
-    teacher = ServiceClient(run_name="teacher").create_sampling_client(
-        model_path=run_cold_start(cfg.cold_start(), session.train))
+    teacher = ServiceClient(run_name="teacher").create_sampling_client(model_path=session.start_path)
     probe = (encode_chat(tok, format_privileged_prompt(test[0])), tok.encode(test[0].solution, add_special_tokens=False))
     if session.start == 0:  # the teacher with its privilege, under the same protocol (eval/teacher.json)
         out = evaluate_boxed(run, 0, teacher, [encode_chat(tok, format_privileged_prompt(p)) for p in test],
