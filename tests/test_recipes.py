@@ -1,5 +1,6 @@
 """Tier 3: a 2-step smoke run of every recipe, resuming after kill -9, and config errors."""
 
+import json
 import os
 import signal
 import subprocess
@@ -42,8 +43,8 @@ STEP_KEYS = {
     "opd-specialist": {"specialist/opd/reverse_kl_mean", "specialist/reward/mean", "specialist/loss/sum",
                        "train/specialist_step"},
 }
-LAST_STEP = {"opd-specialist": 8}
-"""Chapters whose smoke run logs more than 2 steps (four 2-step stages)."""
+LAST_STEP = {"opd-specialist": 10}
+"""Chapters whose smoke run logs more than 2 steps (five 2-step stages)."""
 
 
 def test_every_chapter_has_expected_step_keys():
@@ -63,7 +64,7 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
     assert "summary" in run.eval_names()
     if chapter == "opd-specialist":  # evaluated per stage and domain
         assert {"base-general-0000", "sft-specialist-0002", "sft-sar-opd-general-0002", "idt-opd-general-0002",
-                "stages"} <= set(run.eval_names())
+                "sft-idt-opd-specialist-0002", "stages"} <= set(run.eval_names())
     elif chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
         assert "step-0000" in run.eval_names()
     assert list(run.plots_dir.glob("*.png"))
@@ -103,11 +104,15 @@ def test_unknown_config_key_fails_before_work(tmp_path):
 
 
 def test_bad_values_name_the_field():
-    grpo = load("grpo")
+    grpo, opd_specialist = load("grpo"), load("opd-specialist")
     with pytest.raises(ValueError, match=r"group_size='abc': expected int"):
         config.resolve(grpo.Config, grpo.PRESETS, "smoke", ["group_size=abc"])
     with pytest.raises(ValueError, match="loss_fn='grpo'"):
         config.resolve(grpo.Config, grpo.PRESETS, "smoke", ["loss_fn=grpo"])
+    with pytest.raises(ValueError, match="stages: 'sar-opd' starts from 'opd'; list 'opd' before it"):
+        config.resolve(opd_specialist.Config, opd_specialist.PRESETS, "smoke", ["stages=sar-opd,opd"])
+    with pytest.raises(ValueError, match="stages: unknown stage 'sft-opd'"):
+        config.resolve(opd_specialist.Config, opd_specialist.PRESETS, "smoke", ["stages=sft-opd"])
     with pytest.raises(ValueError, match="--preset 'huge'"):
         config.resolve(grpo.Config, grpo.PRESETS, "huge", [])
     cfg = config.resolve(grpo.Config, grpo.PRESETS, "smoke", ["loss_fn=ppo", "tracker=none"])
@@ -147,11 +152,12 @@ def test_opsd_teacher_weights_never_change(tmp_path):
 
 def test_idt_schedule_visits_each_domain_in_its_ratio(tmp_path):
     """IDT-OPD with idt_ratio=2:1 over 6 steps: specialist, specialist, general, twice, each step
-    logged under its domain's name (the cursors: tests/test_distill.py)."""
+    logged under its domain's name (the cursors: tests/test_distill.py); `stages` trains only it."""
     out = arl_cli("run", "opd-specialist", "--preset", "smoke", "--out", str(tmp_path), "--name", "s",
-                  "idt_ratio=2:1", "idt_steps=6")
+                  "idt_ratio=2:1", "idt_steps=6", "stages=idt-opd")
     assert out.returncode == 0, out.stderr[-3000:]
     run = RunDir.open(tmp_path / "opd-specialist" / "s")
-    idt = [m for m in run.read_metrics() if m["step"] > 6]  # after the three staged stages (2 steps each)
+    idt = [m for m in run.read_metrics() if m["step"] > 0]
+    assert {r["stage"] for r in json.loads((run.eval_dir / "stages.json").read_text())["rows"]} == {"base", "sft", "idt-opd"}
     assert [m["train/specialist_step"] for m in idt] == [1, 1, 0, 1, 1, 0]
     assert all(("specialist/opd/reverse_kl_mean" in m) == bool(m["train/specialist_step"]) for m in idt)

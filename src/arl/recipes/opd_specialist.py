@@ -16,8 +16,10 @@ held-out tests:
 6. IDT-OPD: from the base, interleaved steps: specialist prompts with the SFT teacher and general
    prompts with the base teacher, `idt_ratio` steps of each per cycle, each domain with its own data
    cursor (`distill.interleaved_schedule`), one optimizer.
+7. SFT-IDT-OPD: the same interleaved steps from the SFT model: the general steps restore the general
+   domain while the specialist steps hold the student to the SFT teacher on dose prompts.
 
-    arl run opd-specialist --preset mini [seed=1] [idt_ratio=2:1]
+    arl run opd-specialist --preset mini [seed=1] [idt_ratio=2:1] [stages=sft-sar-opd,sft-idt-opd]
 
 Outputs: `eval/stages.json` (both domains' accuracy at every stage and checkpoint), the trade-off plot
 `plots/tradeoff.png`, per-step metrics namespaced by domain (`specialist/opd/reverse_kl_mean`). A resumed
@@ -43,8 +45,10 @@ from ..settings import configure
 from ..track import RunDir, progress
 
 DOMAINS = ("specialist", "general")
-STARTS = {"sft": "base", "opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", "idt-opd": "base"}
+STARTS = {"sft": "base", "opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", "idt-opd": "base", "sft-idt-opd": "sft"}
 """The stage whose final weights each stage starts from."""
+STAGES = ("opd", "sar-opd", "sft-sar-opd", "idt-opd", "sft-idt-opd")
+"""The OPD stages, in the order a run trains them (base and SFT are the cached models they start from)."""
 
 
 @dataclass
@@ -79,12 +83,16 @@ class Config(DistillConfig):
     learning_rate: float = 1e-4
     """Learning rate of the OPD stage and of IDT-OPD."""
     sar_learning_rate: float = 1.5e-4
-    """Learning rate of the general stages of SAR-OPD and SFT-SAR-OPD (the reference lab uses 5e-6
-    after 4e-5 on a 4B LoRA; here the SFT model's general answers have far to come back)."""
+    """Learning rate of the stages that restore the general domain: SAR-OPD's general stage,
+    SFT-SAR-OPD and SFT-IDT-OPD (the reference lab uses 5e-6 after 4e-5 on a 4B LoRA; here the SFT
+    model's general answers have far to come back)."""
     idt_ratio: str = "1:1"
     """IDT-OPD's schedule: specialist:general steps per cycle."""
     idt_steps: int = 100
-    """IDT-OPD steps in all (both domains)."""
+    """Steps in all (both domains) of IDT-OPD and of SFT-IDT-OPD."""
+    stages: str = ",".join(STAGES)
+    """The OPD stages to train, comma-separated, in the order given; a stage that starts from another
+    OPD stage (sar-opd from opd) needs it in the list before it."""
     eval_every: int = 25
     """Evaluate both domains every N steps of a stage (and at its end)."""
 
@@ -97,6 +105,22 @@ class Config(DistillConfig):
         if not 0.0 <= self.general_mix < 0.5:
             raise ValueError(f"general_mix={self.general_mix}: a share of dose problems in [0, 0.5)")
         parse_ratio(self.idt_ratio, DOMAINS)
+        self.stage_list()
+
+    def stage_list(self) -> list[str]:
+        """`stages` as a list, checked: known names, no repeats, each stage's start trained before it."""
+        names = [n.strip() for n in self.stages.split(",") if n.strip()]
+        for i, name in enumerate(names):
+            if name not in STAGES:
+                raise ValueError(f"stages: unknown stage {name!r}; choose from {', '.join(STAGES)}")
+            if name in names[:i]:
+                raise ValueError(f"stages: {name!r} is listed twice")
+            start = STARTS[name]
+            if start in STAGES and start not in names[:i]:
+                raise ValueError(f"stages: {name!r} starts from {start!r}; list {start!r} before it")
+        if not names:
+            raise ValueError(f"stages: name at least one of {', '.join(STAGES)}")
+        return names
 
     def general_model(self, init: str) -> ColdStart:
         """The broad SFT that makes the general model (the base): arithmetic with a `general_mix` share of dose problems."""
@@ -189,13 +213,21 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if not any(r["stage"] == "sft" for r in done["rows"]):
         held_out("sft", cfg.specialist_sft_steps, sft)
     specialist_only = [("specialist", k) for k in range(cfg.steps)]
-    opd_path = stage("opd", 0, base_path, specialist_only, {"specialist": sft}, cfg.learning_rate)
-    stage("sar-opd", cfg.steps, opd_path, [("general", k) for k in range(cfg.steps)], {"general": base},
-          cfg.sar_learning_rate)
-    stage("sft-sar-opd", 2 * cfg.steps, sft_path, [("general", k) for k in range(cfg.steps)], {"general": base},
-          cfg.sar_learning_rate)
-    stage("idt-opd", 3 * cfg.steps, base_path, interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps),
-          {"specialist": sft, "general": base}, cfg.learning_rate)
+    general_only = [("general", k) for k in range(cfg.steps)]
+    interleaved = interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps)
+    both = {"specialist": sft, "general": base}
+    plans = {  # stage: (schedule, teachers by domain, learning rate)
+        "opd": (specialist_only, {"specialist": sft}, cfg.learning_rate),
+        "sar-opd": (general_only, {"general": base}, cfg.sar_learning_rate),
+        "sft-sar-opd": (general_only, {"general": base}, cfg.sar_learning_rate),
+        "idt-opd": (interleaved, both, cfg.learning_rate),
+        "sft-idt-opd": (interleaved, both, cfg.sar_learning_rate),
+    }
+    paths, offset = {"base": base_path, "sft": sft_path}, 0
+    for name in cfg.stage_list():
+        schedule, teachers, lr = plans[name]
+        paths[name] = stage(name, offset, paths[STARTS[name]], schedule, teachers, lr)
+        offset += len(schedule)
     _finish(cfg, run, done)
     return run
 
