@@ -22,7 +22,7 @@ What it does, in order (each layer that the kernel refuses is reported, never sk
    parent (PR_SET_PDEATHSIG, as init has with the launcher); then exec of `PYTHON -I -S -u main.py`.
    init reports its exit status.
 4. The launcher: a wall-clock timer that SIGKILLs init (and so the namespace), then reports whether
-   it fired.
+   it fired. Without a PID namespace it kills what is left of the slot's uid instead.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ NAMESPACE_FLAGS = {"netns": CLONE_NEWNET, "pidns": CLONE_NEWPID, "mountns": CLON
                    "ipcns": CLONE_NEWIPC, "utsns": CLONE_NEWUTS}
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 AF_UNIX = 1
 
 SCMP_ACT_ALLOW = 0x7FFF0000
@@ -276,6 +276,35 @@ def run_code(settings: dict, layers: dict, workdir: str, uid: int, gid: int, sta
         os._exit(127)
 
 
+def reap_orphans(block: bool) -> None:
+    """Reap the code's orphans (the launcher is their subreaper): the host's init may take seconds,
+    and until then each zombie still counts against RLIMIT_NPROC of the slot's uid. `block` only after
+    a sweep, when every one of them has been sent SIGKILL."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def sweep_uid(uid: int) -> None:
+    """Without a PID namespace: kill every process left with the slot's uid (a child in a new session,
+    a fork bomb's rest). kill(-1) from that uid reaches exactly the processes it owns; the slot's uid
+    belongs to this call alone while it runs."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setuid(uid)
+            os.kill(-1, _signal.SIGKILL)
+        except OSError:  # ESRCH: nothing was left
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
 def main() -> None:
     settings = marshal.loads(sys.stdin.buffer.read())
     status_fd = settings["status_fd"]
@@ -284,6 +313,9 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
 
+    # Orphans of the code come to the launcher rather than to the host's init (matters without a PID namespace).
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise _oserror("prctl(PR_SET_CHILD_SUBREAPER)")
     layers: dict = {}
     enter_namespaces(settings["namespaces"], layers)
     alive_r, alive_w = os.pipe()
@@ -307,6 +339,11 @@ def main() -> None:
     _signal.setitimer(_signal.ITIMER_REAL, settings["wall_timeout_s"])
     _, status = os.waitpid(pid, 0)
     _signal.setitimer(_signal.ITIMER_REAL, 0)
+    if layers["pidns"] is not True and os.getuid() == 0 and settings["switch_user"]:
+        sweep_uid(settings["uid"])
+        reap_orphans(block=True)
+    else:
+        reap_orphans(block=False)
     _report(status_fd, timed_out=timed_out and os.WIFSIGNALED(status) and os.WTERMSIG(status) == _signal.SIGKILL)
 
 

@@ -50,7 +50,8 @@ OUTCOMES = ("ok", "error", "timeout", "killed")
 LAYERS = ("netns", "pidns", "mountns", "ipcns", "utsns", "proc", "rlimits", "user", "seccomp")
 MISSING_LAYER_EFFECT = {
     "netns": "NO NETWORK ISOLATION: the code can open network connections",
-    "pidns": "processes the code starts in a new session can outlive it",
+    "pidns": "leftover processes are killed afterwards by the slot's uid (with the user switch), else only "
+             "by process group, which a child in a new session escapes",
     "mountns": "/tmp and /dev/shm are the host's, and the working folder is a host temp folder",
     "ipcns": "System V IPC objects are shared with the host",
     "utsns": "the host name is shared with the host",
@@ -280,6 +281,14 @@ def _warn_once(layer: str, why: str) -> None:
                   stacklevel=2)
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the launcher's process group (its session); init and the code die with the launcher."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher is not reaped yet, so its pgid is still ours
+    except ProcessLookupError:
+        pass
+
+
 class Sandbox:
     """Runs code in the cage described in this module's docstring; thread-safe, `max_concurrent` at a time."""
 
@@ -353,6 +362,9 @@ class Sandbox:
                 pass  # the launcher died at once: its stderr and missing status say why
             streams = {"stdout": _Capture(cfg.output_keep_bytes), "stderr": _Capture(cfg.output_keep_bytes)}
             status, stopped_by_trainer = self._collect(proc, streams, status_r)
+        except BaseException:  # an interrupted trainer (Ctrl-C) leaves no sandbox running
+            _kill_group(proc)
+            raise
         finally:
             os.close(status_r)
             for pipe in (proc.stdout, proc.stderr):
@@ -368,13 +380,6 @@ class Sandbox:
         status = bytearray()
         stopped_by_trainer = ""
         deadline = time.monotonic() + cfg.wall_timeout_s + BACKSTOP_GRACE_S
-
-        def kill_group() -> None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the launcher is not reaped yet, so its pgid is still ours
-            except ProcessLookupError:
-                pass
-
         with selectors.DefaultSelector() as selector:
             selector.register(proc.stdout, selectors.EVENT_READ, "stdout")
             selector.register(proc.stderr, selectors.EVENT_READ, "stderr")
@@ -385,7 +390,7 @@ class Sandbox:
                     if stopped_by_trainer:
                         break  # something outside the trainer's reach holds a pipe; stop waiting for it
                     stopped_by_trainer = "timeout"
-                    kill_group()
+                    _kill_group(proc)
                     deadline = time.monotonic() + DRAIN_AFTER_KILL_S
                     continue
                 for key, _ in selector.select(remaining):
@@ -395,7 +400,7 @@ class Sandbox:
                         selector.unregister(key.fileobj)
                         if key.data == "status":
                             # The launcher is done; without a PID namespace, sweep what stayed in its group.
-                            kill_group()
+                            _kill_group(proc)
                         continue
                     if key.data == "status":
                         status += data
@@ -404,7 +409,7 @@ class Sandbox:
                     capture.add(data)
                     if capture.total > cfg.output_stop_bytes and not stopped_by_trainer:
                         stopped_by_trainer = f"{key.data} passed {cfg.output_stop_bytes} bytes"
-                        kill_group()
+                        _kill_group(proc)
                         deadline = time.monotonic() + DRAIN_AFTER_KILL_S
         # Only the launcher writes here (the code never holds this pipe), so unmarshalling it is safe.
         reports, stream = {}, io.BytesIO(bytes(status))
