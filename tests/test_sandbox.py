@@ -207,6 +207,27 @@ def test_writing_outside_its_folder_fails_or_stays_private(sandbox, tmp_path):
     assert f"refused /etc/{name} Permission denied" in result.stdout
 
 
+@needs_root
+def test_filling_the_disk_stops_at_the_file_size_and_folder_limits():
+    """RLIMIT_FSIZE refuses one big file (EFBIG); the private tmpfs refuses many files (ENOSPC)."""
+    code = textwrap.dedent("""\
+        try:
+            open('big', 'wb').write(b'x' * 2 * 2**20)
+        except OSError as exc:
+            print('big:', exc.strerror)
+        try:
+            for i in range(8):
+                open(f'part{i}', 'wb').write(b'x' * (2**20 - 4096))
+        except OSError as exc:
+            print(f'part{i}:', exc.strerror)
+    """)
+    result = Sandbox(small_config(file_size_bytes=2**20, disk_bytes=4 * 2**20)).run(code)
+    assert result.outcome == "ok"
+    lines = result.stdout.splitlines()
+    assert lines[0] == "big: File too large"
+    assert lines[1] in ("part2: No space left on device", "part3: No space left on device")
+
+
 def test_the_working_folder_is_fresh_each_call_and_removed_afterwards(sandbox):
     before = set(Path(tempfile.gettempdir()).glob("arl-sandbox-*"))
     first = sandbox.run("open('note.txt', 'w').write('hi')\nimport os\nprint(sorted(os.listdir('.')))")
