@@ -7,7 +7,6 @@ Every test runs real code in the real cage; each would fail with the layer that 
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import os

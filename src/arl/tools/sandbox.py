@@ -4,8 +4,9 @@
 sandbox user can execute) which layers, from the outside in:
 
 - its own network namespace (no interface but a downed loopback: no connection goes anywhere),
-- its own PID namespace (the code is PID 1: when it ends or is killed, the kernel kills everything it
-  started, so a fork bomb's children cannot linger and starve the next call),
+- its own PID namespace (a small init is PID 1 and the code its child: when either ends or is killed,
+  the kernel kills everything the code started, so a fork bomb's children cannot linger and starve
+  the next call; without the namespace, the launcher kills what is left of the slot's uid),
 - its own mount table (a fresh /proc that shows only the sandbox; an empty tmpfs /tmp as the private
   working folder, gone with the namespace; read-only empty /var/tmp, /dev/shm, /run/lock),
 - IPC and UTS namespaces,
@@ -13,9 +14,12 @@ sandbox user can execute) which layers, from the outside in:
 - an unprivileged uid of its own per concurrency slot (RLIMIT_NPROC counts per uid),
 - a seccomp filter (no sockets but AF_UNIX, no ptrace, mount, namespaces, kernel modules, ...),
 - an empty environment but PATH/LANG, `python -I -S` (no site-packages, no PYTHON* variables),
-- a wall-clock timeout (the launcher SIGKILLs the code; the trainer kills the launcher's process group
-  if that ever fails), death with the launcher, and output read while it runs, keeping a head and a
-  tail within a byte budget and stopping the run when it prints too much.
+- a wall-clock timeout (the launcher SIGKILLs init; the trainer kills the launcher's process group
+  if that ever fails), death with the parent (init with the launcher, the code with init), and
+  output read while it runs, keeping a head and a tail within a byte budget and stopping the run
+  when it prints too much.
+
+docs/sandbox.md has the escape tests, what contains each, and the measured cost.
 
 When the kernel refuses a layer (not root, no user namespaces, no libseccomp), the run goes on with
 the layers that work, and says so: in `SandboxResult.notes`, in the tool text, in `capabilities()`,
@@ -135,7 +139,8 @@ class SandboxConfig:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"SandboxConfig.{name}={value!r}: must be a positive integer")
         if not self.wall_timeout_s > 0:
-            raise ValueError(f"SandboxConfig.wall_timeout_s={self.wall_timeout_s!r}: must be a positive number of seconds")
+            raise ValueError(f"SandboxConfig.wall_timeout_s={self.wall_timeout_s!r}: "
+                             "must be a positive number of seconds")
         if self.memory_bytes < 32 * 2**20:
             raise ValueError(f"SandboxConfig.memory_bytes={self.memory_bytes}: Python needs at least 32 MiB "
                              f"({32 * 2**20}) to start; use 256 MiB or more")
@@ -187,7 +192,8 @@ class SandboxCapabilities:
 
     def describe(self) -> str:
         """One line per layer, for logs and `python -m arl.tools`."""
-        lines = [f"python: {self.python} (trainer running as {'root' if self.running_as_root else 'uid ' + str(os.getuid())})"]
+        trainer_user = "root" if self.running_as_root else f"uid {os.getuid()}"
+        lines = [f"python: {self.python} (trainer running as {trainer_user})"]
         for name in LAYERS:
             state = self.layers.get(name, "not reported")
             lines.append(f"{name:8s} {'in force' if state is True else 'MISSING: ' + str(state)}")
