@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from arl.tools import (
-    Sandbox, SandboxConfig, SandboxError, SandboxResult, code_interpreter, format_result, sandbox_metrics,
+    Sandbox, SandboxConfig, SandboxError, SandboxResult, code_interpreter, format_result, make_code_interpreter,
+    sandbox_metrics,
 )
 from arl.tools import sandbox as sandbox_module
 
@@ -447,11 +448,17 @@ def test_code_too_long_is_not_run(sandbox):
 
 def test_code_interpreter_is_a_typed_documented_tool():
     signature = inspect.signature(code_interpreter)
-    assert list(signature.parameters) == ["code"]
-    assert signature.parameters["code"].annotation in (str, "str") and signature.return_annotation in (str, "str")
-    assert "Python" in inspect.getdoc(code_interpreter)
+    assert code_interpreter.__name__ == "code_interpreter" and list(signature.parameters) == ["code"]
+    assert signature.parameters["code"].annotation is str and signature.return_annotation is str
+    assert "Python" in inspect.getdoc(code_interpreter) and "code: a complete Python program" in code_interpreter.__doc__
     assert code_interpreter("print(6 * 7)") == "42"
     assert code_interpreter("pass") == "(no output)"
+
+
+def test_a_chapter_can_give_the_tool_its_own_limits():
+    tool = make_code_interpreter(Sandbox(small_config(wall_timeout_s=1.0)))
+    assert tool.__doc__ == code_interpreter.__doc__
+    assert tool("import time\ntime.sleep(5)").startswith("Timeout: stopped at the wall-clock limit of 1 s")
 
 
 def test_sandbox_metrics_count_outcomes_and_latency():

@@ -8,8 +8,9 @@ from arl.tools.sandbox import (
     SandboxResult,
     code_interpreter,
     format_result,
+    make_code_interpreter,
     sandbox_metrics,
 )
 
 __all__ = ["Sandbox", "SandboxCapabilities", "SandboxConfig", "SandboxError", "SandboxResult",
-           "code_interpreter", "format_result", "sandbox_metrics"]
+           "code_interpreter", "format_result", "make_code_interpreter", "sandbox_metrics"]

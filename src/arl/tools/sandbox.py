@@ -46,6 +46,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -506,14 +507,26 @@ def default_sandbox() -> Sandbox:
         return _default_sandbox
 
 
-def code_interpreter(code: str) -> str:
-    """Run Python code in a fresh sandboxed interpreter and return what it printed.
+def make_code_interpreter(sandbox: Sandbox | None = None) -> Callable[[str], str]:
+    """The `code_interpreter` tool over a given sandbox (a chapter's own limits), or over the default one.
 
-    Only the standard library is available; there is no network and no file outside the working
-    folder, and each call starts from scratch (no variables or files carry over). Print the values
-    you need: the result text is the printed output, or the error and its traceback.
+    The function's name, signature (with real `str` types, not strings) and docstring are what a tool
+    registry turns into the schema the model sees."""
 
-    Args:
-        code: a complete Python program.
-    """
-    return format_result(default_sandbox().run(code))
+    def code_interpreter(code: str) -> str:
+        """Run Python code in a fresh sandboxed interpreter and return what it printed.
+
+        Only the standard library is available; there is no network and no file outside the working
+        folder, and each call starts from scratch (no variables or files carry over). Print the values
+        you need: the result text is the printed output, or the error and its traceback.
+
+        Args:
+            code: a complete Python program.
+        """
+        return format_result((sandbox or default_sandbox()).run(code))
+
+    code_interpreter.__annotations__ = {"code": str, "return": str}
+    return code_interpreter
+
+
+code_interpreter = make_code_interpreter()
