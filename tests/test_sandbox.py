@@ -131,11 +131,11 @@ FORK_BOMB = textwrap.dedent("""\
 def test_a_fork_bomb_is_capped_and_leaves_nothing_to_starve_the_next_call():
     """RLIMIT_NPROC caps it; the PID namespace kills every child at once, so the same uid can fork
     again in the very next call (RLIMIT_NPROC counts the uid's processes across the machine)."""
-    one_slot = Sandbox(small_config(max_concurrent=1, wall_timeout_s=1.0))
-    bomb = one_slot.run(FORK_BOMB)
+    one_at_a_time = Sandbox(small_config(max_concurrent=1, wall_timeout_s=1.0))
+    bomb = one_at_a_time.run(FORK_BOMB)
     assert bomb.outcome == "timeout"
     assert sandbox_processes() == []
-    after = one_slot.run("import os\npid = os.fork()\nif pid == 0: os._exit(0)\nos.waitpid(pid, 0)\nprint('forked')")
+    after = one_at_a_time.run("import os\npid = os.fork()\nif pid == 0: os._exit(0)\nos.waitpid(pid, 0)\nprint('forked')")
     assert (after.outcome, after.stdout) == ("ok", "forked\n")
 
 
@@ -349,12 +349,12 @@ def test_printed_special_tokens_cannot_break_the_transcript(sandbox):
 
 
 def test_at_most_max_concurrent_calls_run_at_once():
-    """Four calls of 0.5 s with two slots take two rounds, and the two slots have different uids."""
-    two_slots = Sandbox(small_config(max_concurrent=2))
+    """Four calls of 0.5 s with two running at once take two rounds."""
+    two_at_once = Sandbox(small_config(max_concurrent=2))
     results: list[SandboxResult] = []
     code = "import os, time\ntime.sleep(0.5)\nprint(os.getuid())"
     start = time.monotonic()
-    threads = [threading.Thread(target=lambda: results.append(two_slots.run(code))) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: results.append(two_at_once.run(code))) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -363,6 +363,21 @@ def test_at_most_max_concurrent_calls_run_at_once():
     assert all(r.outcome == "ok" for r in results)
     if os.geteuid() == 0:
         assert {int(r.stdout) for r in results} == {FIRST_UID, FIRST_UID + 1}
+
+
+@needs_root
+def test_calls_running_at_once_never_share_a_uid():
+    """Two Sandboxes with the same first_uid, each running two calls at once: four distinct uids
+    (leased machine-wide), so one call's fork bomb cannot use up another's RLIMIT_NPROC."""
+    boxes = [Sandbox(small_config(max_concurrent=2)), Sandbox(small_config(max_concurrent=2))]
+    results: list[SandboxResult] = []
+    code = "import os, time\ntime.sleep(0.5)\nprint(os.getuid())"
+    threads = [threading.Thread(target=lambda box=box: results.append(box.run(code))) for box in boxes * 2]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(int(r.stdout) for r in results) == [FIRST_UID, FIRST_UID + 1, FIRST_UID + 2, FIRST_UID + 3]
 
 
 def test_turned_off_layers_are_said_in_the_result_and_warned_once():
@@ -385,7 +400,7 @@ def test_turned_off_layers_are_said_in_the_result_and_warned_once():
 def test_layers_the_kernel_refuses_are_found_and_reported(tmp_path):
     """A trainer whose own seccomp filter refuses unshare (as a container might): the sandbox still
     runs the code, with rlimits, user switch and seccomp, says the network is not isolated, and
-    without a PID namespace still kills a child that left its session (by the slot's uid)."""
+    without a PID namespace still kills a child that left its session (by the call's uid)."""
     script = tmp_path / "trainer.py"
     script.write_text(textwrap.dedent(f"""\
         import importlib.util, json, sys, warnings

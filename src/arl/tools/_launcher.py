@@ -22,7 +22,7 @@ What it does, in order (each layer that the kernel refuses is reported, never sk
    parent (PR_SET_PDEATHSIG, as init has with the launcher); then exec of `PYTHON -I -S -u main.py`.
    init reports its exit status.
 4. The launcher: a wall-clock timer that SIGKILLs init (and so the namespace), then reports whether
-   it fired. Without a PID namespace it kills what is left of the slot's uid instead.
+   it fired. Without a PID namespace it kills what is left of the call's uid instead.
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def run_code(settings: dict, layers: dict, workdir: str, uid: int, gid: int, sta
 
 def reap_orphans(block: bool) -> None:
     """Reap the code's orphans (the launcher is their subreaper): the host's init may take seconds,
-    and until then each zombie still counts against RLIMIT_NPROC of the slot's uid. `block` only after
+    and until then each zombie still counts against RLIMIT_NPROC of the call's uid. `block` only after
     a sweep, when every one of them has been sent SIGKILL."""
     while True:
         try:
@@ -290,9 +290,9 @@ def reap_orphans(block: bool) -> None:
 
 
 def sweep_uid(uid: int) -> None:
-    """Without a PID namespace: kill every process left with the slot's uid (a child in a new session,
-    a fork bomb's rest). kill(-1) from that uid reaches exactly the processes it owns; the slot's uid
-    belongs to this call alone while it runs."""
+    """Without a PID namespace: kill every process left with the call's uid (a child in a new session,
+    a fork bomb's rest). kill(-1) from that uid reaches exactly the processes it owns; the trainer
+    leases the uid to this call alone while it runs."""
     pid = os.fork()
     if pid == 0:
         try:

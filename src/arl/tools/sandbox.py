@@ -6,12 +6,13 @@ sandbox user can execute) which layers, from the outside in:
 - its own network namespace (no interface but a downed loopback: no connection goes anywhere),
 - its own PID namespace (a small init is PID 1 and the code its child: when either ends or is killed,
   the kernel kills everything the code started, so a fork bomb's children cannot linger and starve
-  the next call; without the namespace, the launcher kills what is left of the slot's uid),
+  the next call; without the namespace, the launcher kills what is left of the call's uid),
 - its own mount table (a fresh /proc that shows only the sandbox; an empty tmpfs /tmp as the private
   working folder, gone with the namespace; read-only empty /var/tmp, /dev/shm, /run/lock),
 - IPC and UTS namespaces,
 - rlimits (CPU seconds, address space, processes, file size, open files, no core),
-- an unprivileged uid of its own per concurrency slot (RLIMIT_NPROC counts per uid),
+- an unprivileged uid of its own per running call, leased machine-wide with a lock file, because
+  RLIMIT_NPROC counts per uid and the cleanup without a PID namespace kills by uid,
 - a seccomp filter (no sockets but AF_UNIX, no ptrace, mount, namespaces, kernel modules, ...),
 - an empty environment but PATH/LANG, `python -I -S` (no site-packages, no PYTHON* variables),
 - a wall-clock timeout (the launcher SIGKILLs init; the trainer kills the launcher's process group
@@ -28,12 +29,13 @@ and in a one-time warning. A failure of the sandbox itself (not of the code) rai
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import io
 import logging
 import marshal
 import os
-import queue
 import re
 import selectors
 import shutil
@@ -55,7 +57,7 @@ OUTCOMES = ("ok", "error", "timeout", "killed")
 LAYERS = ("netns", "pidns", "mountns", "ipcns", "utsns", "proc", "rlimits", "user", "seccomp")
 MISSING_LAYER_EFFECT = {
     "netns": "NO NETWORK ISOLATION: the code can open network connections",
-    "pidns": "leftover processes are killed afterwards by the slot's uid (with the user switch), else only "
+    "pidns": "leftover processes are killed afterwards by the call's uid (with the user switch), else only "
              "by process group, which a child in a new session escapes",
     "mountns": "/tmp and /dev/shm are the host's, and the working folder is a host temp folder",
     "ipcns": "System V IPC objects are shared with the host",
@@ -116,9 +118,10 @@ class SandboxConfig:
     max_code_bytes: int = 256 * 2**10
     """Longer code is not run (outcome error)."""
     max_concurrent: int = 2
-    """Calls that may run at once; more wait. Each slot has its own uid."""
+    """Calls of this Sandbox that may run at once; more wait."""
     first_uid: int = 1_000_000
-    """Slot k runs as uid first_uid + k: unused uids, so that RLIMIT_NPROC counts only the sandbox."""
+    """Each call runs as the lowest uid from here up that no other call on the machine holds: unused
+    uids, so that RLIMIT_NPROC counts only that call."""
     gid: int = 65534
     """Group of the sandbox processes (nogroup)."""
     python: str | None = None
@@ -148,7 +151,7 @@ class SandboxConfig:
         if self.output_stop_bytes < self.output_keep_bytes:
             raise ValueError(f"SandboxConfig.output_stop_bytes={self.output_stop_bytes} is below output_keep_bytes="
                              f"{self.output_keep_bytes}: raise output_stop_bytes")
-        if self.first_uid < 1000 or self.first_uid + self.max_concurrent > 2**31 - 1:
+        if self.first_uid < 1000 or self.first_uid + UID_LEASE_SPAN > 2**31 - 1:
             raise ValueError(f"SandboxConfig.first_uid={self.first_uid}: use an unused uid range above 1000, "
                              "e.g. the default 1000000")
         if self.python is not None and not os.access(self.python, os.X_OK):
@@ -288,6 +291,40 @@ def _warn_once(layer: str, why: str) -> None:
                   stacklevel=2)
 
 
+UID_LEASE_SPAN = 4096
+"""How many uids from first_uid up a call may lease."""
+
+
+@contextlib.contextmanager
+def _uid_lease(first_uid: int, switch_user: bool):
+    """The uid for one call, held (an exclusive flock on a root-only lock file) until the call ends.
+
+    Machine-wide, so that two Sandboxes, in one trainer or in two, never share a uid: a fork bomb in
+    one would otherwise use up RLIMIT_NPROC of the other, and the uid sweep of one (without a PID
+    namespace) would kill the other's code. Without a user switch there is nothing to lease."""
+    if not (switch_user and os.geteuid() == 0):
+        yield os.geteuid()
+        return
+    folder = Path("/run" if os.path.isdir("/run") else tempfile.gettempdir()) / "arl-sandbox-uids"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+        raise SandboxError(f"{folder} must be a folder of root's, closed to others; remove it and retry")
+    for uid in range(first_uid, first_uid + UID_LEASE_SPAN):
+        fd = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(fd)  # releases the lock
+        return
+    raise SandboxError(f"all {UID_LEASE_SPAN} uids from SandboxConfig.first_uid={first_uid} are in use")
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the launcher's process group (its session); init and the code die with the launcher."""
     try:
@@ -303,10 +340,7 @@ class Sandbox:
         self.config = (config or SandboxConfig()).validate()
         self.python = resolve_python(self.config)
         self._sanitize = make_sanitizer(self.config.reserved_tags)
-        # A queue of free slots is the concurrency limit (a semaphore that also hands out the uid).
-        self._slots: queue.Queue[int] = queue.Queue()
-        for slot in range(self.config.max_concurrent):
-            self._slots.put(slot)
+        self._running = threading.BoundedSemaphore(self.config.max_concurrent)
         self._capabilities: SandboxCapabilities | None = None
         self._capabilities_lock = threading.Lock()
 
@@ -332,11 +366,8 @@ class Sandbox:
         if len(source) > self.config.max_code_bytes:
             reason = f"the code is {len(source)} bytes, over the limit of {self.config.max_code_bytes}; not run"
             return SandboxResult("error", "", "", None, time.monotonic() - start, False, reason), {}
-        slot = self._slots.get()
-        try:
-            result, layers = self._launch(source, self.config.first_uid + slot, start)
-        finally:
-            self._slots.put(slot)
+        with self._running, _uid_lease(self.config.first_uid, self.config.switch_user) as uid:
+            result, layers = self._launch(source, uid, start)
         log.debug("sandbox outcome=%s latency=%.3fs reason=%s", result.outcome, result.latency_s, result.reason)
         return result, layers
 
