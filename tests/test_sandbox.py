@@ -93,6 +93,24 @@ def test_code_runs_unprivileged_in_its_own_pid_namespace_with_an_empty_environme
     assert env.strip() == "['HOME', 'LANG', 'LC_ALL', 'PATH', 'TMPDIR']"
 
 
+def test_the_standard_library_works_inside(sandbox):
+    """The cage leaves what model code uses: threads, asyncio (a socketpair), a multiprocessing Pool
+    (semaphores in /dev/shm, worker processes)."""
+    code = textwrap.dedent("""\
+        import asyncio, multiprocessing, threading
+        async def answer():
+            return 42
+        print(asyncio.run(answer()))
+        with multiprocessing.Pool(2) as pool:
+            print(pool.map(abs, [-1, -2, 3]))
+        worker = threading.Thread(target=print, args=('thread',))
+        worker.start()
+        worker.join()
+    """)
+    result = sandbox.run(code)
+    assert (result.outcome, result.stdout) == ("ok", "42\n[1, 2, 3]\nthread\n"), result.stderr
+
+
 def test_an_exception_is_an_error_with_its_traceback(sandbox):
     result = sandbox.run("print('partial')\n1 / 0")
     assert (result.outcome, result.exit_code, result.stdout) == ("error", 1, "partial\n")
@@ -184,7 +202,7 @@ def test_long_output_keeps_its_head_and_its_tail(sandbox):
 @needs_root
 def test_writing_outside_its_folder_fails_or_stays_private(sandbox, tmp_path):
     """The user switch refuses root's folders; the private mount table turns /tmp into its own empty
-    tmpfs and /var/tmp, /dev/shm into read-only empty ones, so nothing lands on the host."""
+    tmpfs and /dev/shm into a private one, /var/tmp into a read-only empty one: nothing lands on the host."""
     name = f"arl-escape-{uuid.uuid4().hex}"
     targets = [str(tmp_path / name), f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", f"/etc/{name}",
                f"/root/{name}", f"../{name}", str(Path(__file__).parent / name)]

@@ -16,8 +16,8 @@ What it does, in order (each layer that the kernel refuses is reported, never sk
    those (as any other user, where the kernel allows unprivileged user namespaces).
 2. fork `init`: PID 1 of the new PID namespace, so when it ends the kernel kills everything the code
    started (a fork bomb's children included). It mounts a fresh /proc (only the sandbox's processes),
-   an empty size-limited tmpfs as /tmp (the working folder, gone with the namespace) and read-only
-   empty /var/tmp, /dev/shm, /run/lock, writes main.py there, and forks the code's process.
+   an empty size-limited tmpfs as /tmp (the working folder, gone with the namespace), a small private
+   /dev/shm and read-only empty /var/tmp, /run/lock, writes main.py there, and forks the code's process.
 3. The code's process: resource limits, the unprivileged user, a seccomp filter, death with its
    parent (PR_SET_PDEATHSIG, as init has with the launcher); then exec of `PYTHON -I -S -u main.py`.
    init reports its exit status.
@@ -58,12 +58,15 @@ DENIED_SYSCALLS = (
     "unshare", "setns", "kexec_load", "kexec_file_load", "bpf", "perf_event_open", "userfaultfd",
     "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module", "reboot",
     "swapon", "swapoff", "open_by_handle_at", "name_to_handle_at", "io_uring_setup",
-    "io_uring_enter", "io_uring_register", "socketpair",
+    "io_uring_enter", "io_uring_register",
 )
 """System calls the seccomp filter answers with EPERM."""
 
-EMPTY_DIRS = ("/var/tmp", "/dev/shm", "/run/lock")
-"""World-writable folders besides /tmp: each gets an empty read-only tmpfs, so nothing lands there."""
+EMPTY_DIRS = ("/var/tmp", "/run/lock")
+"""World-writable folders besides /tmp and /dev/shm: each gets an empty read-only tmpfs."""
+
+SHM_BYTES = 4 * 2**20
+"""Size of the private /dev/shm."""
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -124,7 +127,8 @@ def enter_namespaces(want: bool, layers: dict) -> None:
 
 
 def private_mounts(settings: dict, layers: dict, uid: int, gid: int) -> str:
-    """Fresh /proc, a private tmpfs /tmp (returned as the working directory), empty read-only scratch dirs."""
+    """Fresh /proc, private tmpfs /tmp (returned as the working directory) and /dev/shm, empty read-only
+    scratch dirs."""
     # Without this, mounts below would propagate to the host's mount table.
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     if layers["pidns"] is True:
@@ -134,6 +138,9 @@ def private_mounts(settings: dict, layers: dict, uid: int, gid: int) -> str:
         layers["proc"] = "the host's /proc (no PID namespace): other processes are visible"
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
            f"size={settings['disk_bytes']},mode=0700,uid={uid},gid={gid}")
+    if os.path.isdir("/dev/shm"):  # multiprocessing's semaphores live here: private and small
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               f"size={SHM_BYTES},mode=0700,uid={uid},gid={gid}")
     for path in EMPTY_DIRS:
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")

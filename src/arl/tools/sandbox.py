@@ -8,7 +8,7 @@ sandbox user can execute) which layers, from the outside in:
   the kernel kills everything the code started, so a fork bomb's children cannot linger and starve
   the next call; without the namespace, the launcher kills what is left of the call's uid),
 - its own mount table (a fresh /proc that shows only the sandbox; an empty tmpfs /tmp as the private
-  working folder, gone with the namespace; read-only empty /var/tmp, /dev/shm, /run/lock),
+  working folder, gone with the namespace; a small private /dev/shm; read-only empty /var/tmp, /run/lock),
 - IPC and UTS namespaces,
 - rlimits (CPU seconds, address space, processes, file size, open files, no core),
 - an unprivileged uid of its own per running call, leased machine-wide with a lock file, because
