@@ -7,7 +7,7 @@ the top-K list at each marker, the candidates' logprobs. Three ways: every recor
 (what exact candidate logprobs cost through this API). Weights do not change the speed, so the base
 model is read.
 
-    python benchmarks/bench_decide.py [--model arl/tiny-qwen3-2m] [--threads 1] [--records 200]
+    python benchmarks/bench_decide.py [--model arl/tiny-qwen3-0.5m] [--threads 1] [--records 200]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bench_engine import cpu_busy_snapshot, other_cores_busy
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="arl/tiny-qwen3-2m", help="the Jev mini preset's model")
+    ap.add_argument("--model", default="arl/tiny-qwen3-0.5m", help="the Jev mini preset's model")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--records", type=int, default=200, help="test-split records (3 questions each)")
     ap.add_argument("--topk", type=int, default=64, help="the chapter's default K")

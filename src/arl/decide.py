@@ -21,12 +21,15 @@ token of the model's vocabulary.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from .data.decisions import Question, Record
+from .client import ServiceClient
+from .data.decisions import LETTERS, SCORES, YES_NO, Question, Record
 from .eval.calibration import restricted_softmax
 from .rollout import marker_datum
 from .types import ModelInput, SamplingParams
@@ -46,8 +49,6 @@ class DecisionFormat:
 
     @classmethod
     def for_tokenizer(cls, tokenizer, marker: str = MARKER) -> "DecisionFormat":
-        from .data.decisions import LETTERS, SCORES, YES_NO
-
         def one_token(text: str, what: str) -> int:
             ids = tokenizer.encode(text, add_special_tokens=False)
             if len(ids) != 1:
@@ -178,11 +179,6 @@ def flatten(per_record: Sequence[Sequence[list[float]]]) -> list[np.ndarray]:
 def load_decider(path: str, temperature: float | None = None):
     """(sampling client, tokenizer, T) for a run folder of the Jev chapter (its final checkpoint and the
     temperature fitted on its calibration split) or a sampler checkpoint (T = 1 unless given)."""
-    import json
-    from pathlib import Path
-
-    from .client import ServiceClient
-
     folder = Path(path)
     calibration = folder / "eval" / "calibration.json"
     if (folder / "config.json").is_file():
