@@ -186,7 +186,9 @@ def load_decider(path: str, temperature: float | None = None):
             raise FileNotFoundError(f"{folder} is a run folder without eval/calibration.json: the run has not "
                                     "finished (or is not a Jev run); pass a checkpoint path instead")
         fitted = json.loads(calibration.read_text(encoding="utf-8"))
-        path, temperature = fitted["checkpoint"], fitted["temperature"] if temperature is None else temperature
+        # the folder's own copy, so that a moved or copied run folder still works
+        path = folder / "checkpoints" / "sampler_weights" / "final"
+        temperature = fitted["temperature"] if temperature is None else temperature
     if temperature is not None and temperature <= 0:
         raise ValueError(f"--temperature {temperature}: must be > 0")
     sampler = ServiceClient().create_sampling_client(model_path=str(path))
