@@ -4,8 +4,9 @@ Each record of the mini task's test split (a ticket or a claim, three questions)
 `arl.decide.read_logprobs`: `sample(max_tokens=1, topk_prompt_logprobs=K)` over prompt + skeleton,
 the top-K list at each marker, the candidates' logprobs. Three ways: every record submitted at once
 (the engine batches the prefills), one record at a time (latency), and with K = the whole vocabulary
-(what exact candidate logprobs cost through this API). Weights do not change the speed, so the base
-model is read.
+(what exact candidate logprobs cost through this API). For scale, the same prompts through
+`compute_logprobs` (the same forward pass, one logprob per position, no top-K lists). Weights do not
+change the speed, so the base model is read.
 
     python benchmarks/bench_decide.py [--model arl/tiny-qwen3-0.5m] [--threads 1] [--records 200]
 """
@@ -57,6 +58,8 @@ def main():
     few = records[:20]
     t_single = best(lambda: [read_logprobs(sampler, tok, fmt, [r], args.topk) for r in few]) / len(few)
     t_vocab = best(lambda: read_logprobs(sampler, tok, fmt, few, 0)) / len(few)
+    prompts = [arl.ModelInput.from_ints(encode_record(tok, fmt, r)[0]) for r in records]
+    t_forward = best(lambda: [f.result() for f in [sampler.compute_logprobs(p) for p in prompts]])
     q_per_record = n_questions / len(records)
     result = {
         "model": args.model, "threads": args.threads, "records": len(records), "questions": n_questions,
@@ -66,6 +69,7 @@ def main():
         "one_at_a_time_ms_per_record": round(1000 * t_single, 1),
         "one_at_a_time_decisions_per_s": round(q_per_record / t_single, 1),
         "whole_vocab_topk_decisions_per_s": round(q_per_record / t_vocab, 1),
+        "forward_only_records_per_s": round(len(records) / t_forward, 1),
         "other_cores_busy": round(other_cores_busy(start), 2),
     }
     for key, value in result.items():
