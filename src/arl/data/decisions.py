@@ -22,7 +22,7 @@ import hashlib
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 TYPES = ("choice", "yes_no", "score")
@@ -57,9 +57,6 @@ class Record:
     workflow: str
     state: str
     questions: tuple[Question, ...]
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict, where: str = "record") -> "Record":
@@ -219,7 +216,7 @@ def make_splits(seed: int = 0, n_train: int = 1200, n_dev: int = 100, n_calibrat
 
 
 def load_record(path: str | Path) -> Record:
-    """One record from a JSON file (the format `Record.to_json` writes), for `arl decide`."""
+    """One record from a JSON file (`Record.from_json`'s format; answers optional), for `arl decide`."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"record file {p} does not exist")
