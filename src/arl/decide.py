@@ -32,7 +32,7 @@ from .client import ServiceClient
 from .data.decisions import LETTERS, SCORES, YES_NO, Question, Record
 from .eval.calibration import restricted_softmax
 from .rollout import marker_datum
-from .types import ModelInput, SamplingParams
+from .types import Datum, ModelInput, SamplingParams
 
 MARKER = "@"
 """The marker: one ordinary token that seldom occurs in a state (Jev uses the word `decision`)."""
@@ -64,7 +64,8 @@ class DecisionFormat:
 
 
 def prompt_messages(record: Record) -> list[dict]:
-    """One user turn: the state, then one line per question with its type and labelled options."""
+    """One user turn: the state, then one line per question: its name, its symbols (`A-D`, `Y/N`,
+    `1-5`), its text and its labelled options."""
     lines = [record.state, "", "Questions:"]
     for q in record.questions:
         opts = " " + " ".join(f"{lb}) {o}" for lb, o in zip(q.labels(), q.options)) if q.options else ""
@@ -86,7 +87,7 @@ def encode_record(tokenizer, fmt: DecisionFormat, record: Record) -> tuple[list[
     return tokens, positions
 
 
-def decision_datum(tokenizer, fmt: DecisionFormat, record: Record, weight: float = 1.0):
+def decision_datum(tokenizer, fmt: DecisionFormat, record: Record, weight: float = 1.0) -> Datum:
     """The record's `cross_entropy` datum: all its questions in one sequence, each answer's symbol the
     target at its marker, every other position weight 0."""
     if any(q.answer is None for q in record.questions):
