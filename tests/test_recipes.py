@@ -40,6 +40,7 @@ STEP_KEYS = {
     "gspo": {"reward/mean", "reward/frac_degenerate", "train/tokens", "time/sample", "time/train"},
     "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
              "opsd/student_probe_logprob", "reward/mean"},
+    "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
     "opd-specialist": {"specialist/opd/reverse_kl_mean", "specialist/reward/mean", "specialist/loss/sum",
                        "train/specialist_step"},
 }
@@ -67,6 +68,12 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
                 "sft-idt-opd-specialist-0002", "stages"} <= set(run.eval_names())
     elif chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
         assert "step-0000" in run.eval_names()
+    if chapter == "jev":  # base, trained, trained + T on every split; a reliability diagram per split; `arl decide`
+        assert {"step-0002", "calibration", "stages"} <= set(run.eval_names())
+        assert {f"reliability-{s}.png" for s in ("dev", "calibration", "test", "hard")} <= {p.name for p in run.plots_dir.glob("*.png")}
+        decided = arl_cli("decide", str(run.path), str(ROOT / "docs/chapters/jev-record.json"))
+        assert decided.returncode == 0, decided.stderr[-3000:]
+        assert "p(yes)=" in decided.stdout and "E[score]=" in decided.stdout
     assert list(run.plots_dir.glob("*.png"))
     if chapter == "grpo":
         row = run.read_rollouts(1)[0]

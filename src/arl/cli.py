@@ -129,6 +129,24 @@ def cmd_compare(args) -> int:
     return 1 if failures else 0
 
 
+def cmd_decide(args) -> int:
+    """Read every question of a record in one forward pass and print each one's distribution."""
+    from .data.decisions import load_record
+    from .decide import decide, load_decider
+
+    try:
+        record = load_record(args.record)
+        sampler, tokenizer, temperature = load_decider(args.checkpoint, args.temperature)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"arl decide: {e}", file=sys.stderr)
+        return 2
+    (decisions,) = decide(sampler, tokenizer, [record], temperature, args.topk)
+    print(f"{record.state}\n(T = {temperature:.3g}, one forward pass, {len(decisions)} questions)")
+    for d in decisions:
+        print("  " + d.describe())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arl", description="Agentic RL Lab: RL for LLMs and agents on a laptop CPU.")
     parser.add_argument("--threads", type=int, help="torch threads (default: ARL_NUM_THREADS or min(2, cores))")
@@ -160,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=None, help="runs at once, one torch thread each (default: one per core, at most 8)")
     p.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
     p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("decide", help="a trained decision model's distribution for every question of a record (Jev)")
+    p.add_argument("checkpoint", help="a Jev run folder (its final weights and fitted T) or a sampler checkpoint")
+    p.add_argument("record", help='a JSON record: {"state": ..., "questions": [{"name", "type", "text", "options"?}]}')
+    p.add_argument("--temperature", type=float, default=None, help="T of the softmax (default: the run's fitted T, else 1)")
+    p.add_argument("--topk", type=int, default=64, help="top-K prompt logprobs read at each marker (0 = whole vocabulary)")
+    p.set_defaults(fn=cmd_decide)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")
     p.add_argument("--model", default="arl/tiny-qwen3-2m", help="base model (see `arl models`)")
     p.add_argument("--steps", type=int, default=30, help="supervised steps")

@@ -39,3 +39,24 @@ def sft_datum(prompt: Sequence[int], completion: Sequence[int], weight: float = 
         loss_fn_inputs={"target_tokens": [0] * n + list(completion),
                         "weights": [0.0] * n + [float(weight)] * len(completion)},
     )
+
+
+def marker_datum(tokens: Sequence[int], positions: Sequence[int], targets: Sequence[int], weight: float = 1.0) -> Datum:
+    """A `cross_entropy` datum over the whole sequence `tokens` that trains only the prediction at
+    each `positions[j]`: there the target is `targets[j]` (not the token that sits there), with
+    `weight`; every other position has target 0 and weight 0.
+
+    Alignment as above: `model_input = tokens[:-1]`, and input position p - 1 predicts token p, so
+    `target_tokens[p - 1] = targets[j]` for p = positions[j]. The Jev chapter puts a marker token at p
+    and supervises the option symbol in its place.
+    """
+    if len(positions) != len(targets):
+        raise ValueError(f"marker_datum: {len(positions)} positions for {len(targets)} targets")
+    n = len(tokens) - 1
+    target_T, weight_T = [0] * n, [0.0] * n
+    for p, t in zip(positions, targets):
+        if not 1 <= p <= n:
+            raise ValueError(f"marker_datum: position {p} outside 1..{n} (position 0 has nothing before it)")
+        target_T[p - 1], weight_T[p - 1] = int(t), float(weight)
+    return Datum(model_input=ModelInput.from_ints(list(tokens[:-1])),
+                 loss_fn_inputs={"target_tokens": target_T, "weights": weight_T})
