@@ -65,7 +65,6 @@ class WorldSize:
 
 TRAIN_WORLD = WorldSize(people=180, towns=36, companies=27, rivers=12, lakes=6)
 TEST_WORLD = WorldSize(people=40, towns=10, companies=8, rivers=5, lakes=3)
-BLOCKED_NAMES = frozenset(JOBS + PRODUCTS + TOWN_FEATURES + LAKE_KINDS + DIRECTIONS + SEASONS)
 
 
 class _Names:
@@ -78,7 +77,7 @@ class _Names:
     def __call__(self, endings: tuple[str, ...] = ENDINGS) -> str:
         while True:
             name = self.rng.choice(ONSETS) + self.rng.choice(MIDDLES) + self.rng.choice(endings)
-            if name not in self.used and name.lower() not in BLOCKED_NAMES:
+            if name not in self.used:
                 self.used.add(name)
                 return name
 
