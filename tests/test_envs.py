@@ -237,3 +237,24 @@ def test_step_result_separates_answered_from_truncated(chat):
     assert isinstance(result, StepResult) and not result.done and result.stop_reason is None
     trajs, _ = play(chat, [CALL], Budgets(max_turns=1))
     assert trajs[0].truncated and trajs[0].stop_reason == "max_turns"
+
+
+def test_show_page_colours_tokens_by_source_and_counts_what_was_trained(chat, tmp_path):
+    from arl.report.trajectories import token_totals, write_trajectories
+    from arl.track import RunDir
+
+    trajs, _ = play(chat, [CALL, "Answer: word"])
+    trajs[0].advantage, trajs[1].advantage = 0.5, 0.0
+    run = RunDir.create(tmp_path, "search-r1", "r", {"model": TINY})
+    run.log_rollouts(1, [{"group": 0, "question": "What is a word?", "answers": ["word"], **t.to_json()} for t in trajs])
+    totals = token_totals(run.read_rollouts(1))
+    n_policy = trajs[0].source.count("A")
+    assert totals["policy, trained"] == n_policy and totals["policy, advantage 0"] == n_policy
+    assert totals["observation"] == 2 * trajs[0].source.count("O") and totals["prompt"] == 2 * len(trajs[0].prompt)
+    page = write_trajectories(run.path).read_text()
+    # each count includes the legend's swatches (two for advantage signs, one for each other kind)
+    assert page.count('class="tok A"') == n_policy + 2 and page.count('class="tok A zero"') == n_policy + 1
+    assert page.count('class="tok O"') == totals["observation"] + 1
+    assert "→ lookup(word=&#x27;word&#x27;)" in page and "stop_reason answered" in page
+    with pytest.raises(ValueError, match="no multi-turn trajectories"):
+        write_trajectories(run.path, step=7)

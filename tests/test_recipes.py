@@ -41,6 +41,8 @@ STEP_KEYS = {
              "opsd/student_probe_logprob", "reward/mean"},
     "opd-specialist": {"specialist/opd/reverse_kl_mean", "specialist/reward/mean", "specialist/loss/sum",
                        "train/specialist_step"},
+    "search-r1": {"reward/mean", "reward/frac_degenerate", "rollout/turns", "rollout/no_tool_rate", "train/tokens",
+                  "train/masked_tokens", "time/sample"},
 }
 LAST_STEP = {"opd-specialist": 8}
 """Chapters whose smoke run logs more than 2 steps (four 2-step stages)."""
@@ -67,6 +69,11 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
     elif chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
         assert "step-0000" in run.eval_names()
     assert list(run.plots_dir.glob("*.png"))
+    if chapter == "search-r1":  # multi-turn rows, stored per turn, and their token-level page
+        row = run.read_rollouts(1)[0]
+        assert all(len(t["tokens"]) == len(t["source"]) == len(t["logprobs"]) for t in row["turns"])
+        page = arl_cli("show", str(run.path))
+        assert page.returncode == 0 and (run.path / "show-step-0002.html").is_file(), page.stderr[-3000:]
     if chapter == "grpo":
         row = run.read_rollouts(1)[0]
         assert len(row["tokens"]) == len(row["logprobs"]) and {"reward", "advantage", "completion"} <= set(row)
@@ -112,6 +119,14 @@ def test_bad_values_name_the_field():
         config.resolve(grpo.Config, grpo.PRESETS, "huge", [])
     cfg = config.resolve(grpo.Config, grpo.PRESETS, "smoke", ["loss_fn=ppo", "tracker=none"])
     assert cfg.loss_fn == "ppo" and cfg.tracker is None and cfg.steps == 2
+
+
+def test_search_r1_rejects_a_missing_corpus_before_work(tmp_path):
+    search = load("search-r1")
+    with pytest.raises(ValueError, match=r"data='nowhere': no corpus.jsonl, train.jsonl, test.jsonl there"):
+        config.resolve(search.Config, search.PRESETS, "smoke", ["data=nowhere"])
+    with pytest.raises(ValueError, match="max_observation_tokens=0: must be at least 1"):
+        config.resolve(search.Config, search.PRESETS, "smoke", ["max_observation_tokens=0"])
 
 
 def test_help_lists_every_field_with_its_doc():
