@@ -38,6 +38,13 @@ def test_loads_corpus_and_questions(files):
     assert BM25Index(passages).search("capital of France", k=1)[0].id == "d1"
 
 
+def test_reads_the_search_r1_corpus_form(tmp_path):
+    corpus = write_jsonl(tmp_path / "wiki-18.jsonl", [{"id": "0", "contents": '"Aaron"\nAaron is a prophet.\nHe spoke.'}])
+    passages, _, _ = load_qa_jsonl(corpus, *[write_jsonl(tmp_path / f"{n}.jsonl", [{"question": "Q?", "answers": ["A"]}])
+                                            for n in ("train", "test")])
+    assert passages == [Passage("0", "Aaron", "Aaron is a prophet.\nHe spoke.")]
+
+
 def test_missing_file_names_the_path_and_the_format(files, tmp_path):
     corpus, train, test = files
     with pytest.raises(FileNotFoundError, match=r"corpus file '.*nowhere.jsonl' not found.*\"title\""):

@@ -4,7 +4,9 @@ The generated encyclopedia (mini) and a real collection with NQ/HotpotQA questio
 same `(passages, train, test)` triple, so the Search-R1 recipe switches between them with one call.
 
 File formats (JSON Lines, UTF-8, one object per line):
-- corpus: `{"id": "doc-1", "title": "Askel", "text": "Askel is a town on the Selva river."}`
+- corpus: `{"id": "doc-1", "title": "Askel", "text": "Askel is a town on the Selva river."}`, or
+  Search-R1's wiki-18 form `{"id": "0", "contents": ...}` whose contents are the title in double
+  quotes, a newline, then the text, so that corpus file loads as it is;
 - questions: `{"question": "...", "answers": ["...", ...]}`, optionally `"id"` and `"hops"`;
   `"answers"` may also be a single string, and `"golden_answers"` (Search-R1's data) is read too.
 """
@@ -72,9 +74,13 @@ QUESTIONS_EXAMPLE = '{"question": "Which river flows through Askel?", "answers":
 
 
 def load_corpus_jsonl(path: str | Path) -> list[Passage]:
-    """Passages from a corpus file; every line needs string `id`, `title` and `text`, ids unique."""
+    """Passages from a corpus file; every line needs a string `id` and either string `title` and
+    `text` or a string `contents` (wiki-18 form); ids unique."""
     passages, seen = [], set()
     for line_number, row in _read_jsonl(path, "corpus", CORPUS_EXAMPLE):
+        if isinstance(row.get("contents"), str) and "title" not in row:
+            title, _, text = row["contents"].partition("\n")
+            row = {**row, "title": title.strip().strip('"'), "text": text.strip()}
         for field in ("id", "title", "text"):
             if not isinstance(row.get(field), str):
                 raise ValueError(f"{path}:{line_number}: needs a string {field!r}, e.g. {CORPUS_EXAMPLE}")
