@@ -258,3 +258,13 @@ def test_show_page_colours_tokens_by_source_and_counts_what_was_trained(chat, tm
     assert "→ lookup(word=&#x27;word&#x27;)" in page and "stop_reason answered" in page
     with pytest.raises(ValueError, match="no multi-turn trajectories"):
         write_trajectories(run.path, step=7)
+
+
+def test_a_template_that_drops_tools_still_tells_the_model_its_tools():
+    """SmolLM2's template ignores `tools=`: the schema then goes into the system message."""
+    tok = load_tokenizer(TINY)
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    text = tok.decode(ChatTokens(tok).prompt(Dictionary().initial_messages(), Dictionary.tools))
+    assert text.startswith("<|im_start|>system\nLook words up.\n\n# Tools") and '"name": "lookup"' in text
+    assert text.count("<|im_start|>system") == 1 and text.endswith("<|im_start|>assistant\n")

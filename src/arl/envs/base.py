@@ -53,8 +53,9 @@ class Env(Protocol):
 class ToolEnv:
     """Turn handling that tool-using environments share.
 
-    A turn with tool calls runs them (a tool that raises becomes an error observation) and answers
-    with one `tool` message per call; a turn whose call cannot be parsed ends the episode with
+    A turn with tool calls runs them all, in order (a tool that raises becomes an error observation),
+    and answers with one `tool` message per call: a prompt may ask for one call per turn, but extra
+    calls are not malformed, they count against the rollout's `max_tool_calls`; a turn whose call cannot be parsed ends the episode with
     `malformed_reward` ("malformed_call"); a turn without a call is the final answer, which `grade`
     scores ("answered"). A subclass sets `tools`, the rewards and `initial_messages`, and writes `grade`.
     """

@@ -21,6 +21,8 @@ training question touches, so nothing can be memorised. An SFT cold start on gol
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from ..coldstart import ColdStart, run_cold_start
 from ..data.encyclopedia import Question, demonstration, make_encyclopedia
 from ..data.qa import load_qa_jsonl
 from ..envs.search_r1 import SearchEnv, opening
+from ..envs.tools import tool_schema
 from ..eval.agent import evaluate_agent
 from ..policy import PolicyConfig, Rollout
 from ..rollout import Budgets, ChatTokens, rollout_groups
@@ -66,16 +69,20 @@ class Config(PolicyConfig):
     """Prompt, turns and observations of one episode."""
     max_observation_tokens: int = 96
     """Tokens of one search result; longer ones are cut and marked."""
-    sft_steps: int = 300
+    tool_schemas: bool = False
+    """Put the tool's JSON schema in the prompt through the chat template's tools= (Qwen's preamble: 240
+    tokens for one tool). Off, the one-line system prompt names the tool and the cold start teaches
+    the call format: half the tokens of every step on a CPU (the mini preset)."""
+    sft_steps: int = 200
     """Cold-start SFT steps on gold demonstrations (cached across runs with the same settings)."""
+    sft_batch_size: int = 16
+    """Demonstrations per cold-start step."""
     sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
     batch_prompts: int = 4
     """Questions per step."""
-    steps: int = 60
+    steps: int = 40
     """Policy-update steps."""
-    learning_rate: float = 5e-5
-    """AdamW learning rate of the RL phase."""
     eval_every: int = 20
     """Evaluate on the held-out questions every N steps (and before and after)."""
 
@@ -111,11 +118,15 @@ class Config(PolicyConfig):
         rollout lays out tokens, trained on the assistant tokens only (cached)."""
         if self.sft_steps == 0:
             return None
-        spec = ColdStart(self.model, self.sft_steps, learning_rate=self.sft_learning_rate,
-                         task=f"search-r1-{self.data}-{self.n_train}-k{self.top_k}-obs{self.max_observation_tokens}")
+        # the cache key names the demonstrations by content (prompt, tool schema, data, result format),
+        # so a change to any of them trains a new cold start instead of reusing a stale one
+        shown = [opening(q) + demonstration(q, task.search) for q in task.train[:20]] + [tool_schema(task.search)]
+        digest = hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:10]
+        spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
+                         task=f"search-r1-{digest}-{self.n_train}-obs{self.max_observation_tokens}-schemas{int(self.tool_schemas)}")
 
         def examples(tokenizer) -> list[tuple]:
-            chat = ChatTokens(tokenizer)
+            chat = ChatTokens(tokenizer, self.tool_schemas)
             out = []
             for q in task.train:
                 prompt, tokens, source = demonstration_stream(chat, opening(q), (task.search,),
@@ -142,7 +153,8 @@ PRESETS = {
     "mini": {},
     "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, data="search-r1-data",
                  n_train=100_000, n_test=500, top_k=3, max_tokens=512, max_turns=6, max_tool_calls=4,
-                 max_trajectory_tokens=4096, max_observation_tokens=1024, sft_steps=0, batch_prompts=8, steps=100),
+                 max_trajectory_tokens=4096, max_observation_tokens=1024, tool_schemas=True, sft_steps=0, batch_prompts=8,
+                 steps=100),
 }
 
 
@@ -152,7 +164,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     task, budgets = cfg.task(), cfg.budgets()
     service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
     start, client, ref, start_path = policy.start_client(cfg, run, service, task, resume)
-    chat = ChatTokens(client.get_tokenizer())
+    chat = ChatTokens(client.get_tokenizer(), cfg.tool_schemas)
 
     def held_out(step: int, sampler, name: str | None = None) -> dict[str, float]:
         items = [{"question": q.question, "answers": list(q.answers), "hops": q.hops} for q in task.test]

@@ -16,6 +16,7 @@ marked with `OBSERVATION_MARKER`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 
 POLICY, TEMPLATE, OBSERVATION, PROMPT = "A", "T", "O", "P"
 OBSERVATION_MARKER = "\n[observation truncated]"
+TOOL_PREAMBLE = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+                 "function signatures within <tools></tools> XML tags:\n<tools>\n{schemas}\n</tools>\n\nFor each function "
+                 "call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:"
+                 '\n<tool_call>\n{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>')
+"""Qwen3's tool preamble, for chat templates that drop `tools=`."""
 TRUNCATIONS = {
     "max_turns": "the turn budget ran out before the environment ended the episode",
     "max_tool_calls": "the turn made a tool call beyond the tool-call budget",
@@ -124,8 +130,9 @@ class ChatTokens:
 
     _PROBE = [{"role": "user", "content": "u"}]
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, tool_schemas: bool = True):
         self.tokenizer = tokenizer
+        self.tool_schemas = tool_schemas
         head = self._render(self._PROBE, True)
         closed = self._render(self._PROBE + [{"role": "assistant", "content": "x"}], False)
         if not closed.startswith(head + "x"):
@@ -142,9 +149,19 @@ class ChatTokens:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def prompt(self, messages: list[dict], tools: Sequence) -> list[int]:
-        """The opening messages with the tool schemas and the generation header."""
-        schemas = [tool_schema(t) for t in tools] or None
-        return self.encode(self._render(messages, True, schemas))
+        """The opening messages with the tool schemas (unless `tool_schemas` is off) and the generation
+        header. A template that ignores `tools=` (SmolLM2's) gets Qwen's tool preamble appended to the
+        system message instead, so the model is always told the tools and the call format."""
+        schemas = [tool_schema(t) for t in tools] if self.tool_schemas and tools else None
+        text = self._render(messages, True, schemas)
+        if schemas and text == self._render(messages, True):
+            preamble = TOOL_PREAMBLE.format(schemas="\n".join(json.dumps(s) for s in schemas))
+            if messages[0]["role"] == "system":
+                messages = [{"role": "system", "content": messages[0]["content"] + "\n\n" + preamble}, *messages[1:]]
+            else:
+                messages = [{"role": "system", "content": preamble}, *messages]
+            text = self._render(messages, True)
+        return self.encode(text)
 
     def sanitise(self, text: str) -> str:
         """Observation text with special-token spellings defused, so a tool cannot close the turn."""
@@ -343,6 +360,9 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     left out when nothing was attempted), and the share of each stop reason (`stop/<reason>`)."""
     n = len(trajectories)
     keys = sorted({k for t in trajectories for k in t.metrics})
+    # tool_calls counts parsed calls (a call to an unknown tool or with bad arguments included: it
+    # parsed, and its error came back as an observation); an episode whose only call was malformed
+    # counts as one without a tool call.
     out = {"reward": sum(t.reward for t in trajectories) / n,
            **{k: sum(t.metrics.get(k, 0.0) for t in trajectories) / n for k in keys},
            "no_tool_rate": sum(t.metrics.get("tool_calls", 0.0) == 0 for t in trajectories) / n,
