@@ -57,7 +57,7 @@ class Config(PolicyConfig):
     """Training questions (generated, or the first N of train.jsonl)."""
     n_test: int = 200
     """Held-out questions."""
-    top_k: int = 2
+    top_k: int = 1
     """Passages a search returns."""
     max_tokens: int = 40
     """Sampled tokens per assistant turn."""
@@ -73,10 +73,14 @@ class Config(PolicyConfig):
     """Put the tool's JSON schema in the prompt through the chat template's tools= (Qwen's preamble: 240
     tokens for one tool). Off, the one-line system prompt names the tool and the cold start teaches
     the call format: half the tokens of every step on a CPU (the mini preset)."""
-    sft_steps: int = 200
+    sft_steps: int = 500
     """Cold-start SFT steps on gold demonstrations (cached across runs with the same settings)."""
     sft_batch_size: int = 16
     """Demonstrations per cold-start step."""
+    sft_worlds: int = 3
+    """Encyclopedias (generator seeds 0..N-1, each searched through its own index) whose training
+    questions the cold start demonstrates: more names than one world holds, so that copying the name
+    in the question into the query pays and memorising names does not. RL and evaluation use seed 0."""
     sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
     batch_prompts: int = 4
@@ -104,9 +108,10 @@ class Config(PolicyConfig):
         return Budgets(self.max_turns, self.max_tool_calls, self.max_tokens, self.max_trajectory_tokens,
                        self.max_observation_tokens)
 
-    def task(self) -> "SearchTask":
+    def task(self, world: int = 0) -> "SearchTask":
+        """The questions and the search tool: encyclopedia `world` (generator seed), or the real data."""
         if self.data == "encyclopedia":
-            passages, train, test = make_encyclopedia(seed=0, n_train=self.n_train, n_test=self.n_test)
+            passages, train, test = make_encyclopedia(seed=world, n_train=self.n_train, n_test=self.n_test)
         else:
             folder = Path(self.data)
             passages, train, test = load_qa_jsonl(folder / "corpus.jsonl", folder / "train.jsonl", folder / "test.jsonl")
@@ -114,23 +119,26 @@ class Config(PolicyConfig):
         return SearchTask(train, test, search_tool(BM25Index(passages), k=self.top_k))
 
     def start_weights(self, task: "SearchTask") -> str | None:
-        """The cold start: SFT on a gold demonstration of every training question, laid out as the
-        rollout lays out tokens, trained on the assistant tokens only (cached)."""
+        """The cold start: SFT on a gold demonstration of every training question of `sft_worlds`
+        encyclopedias, laid out as the rollout lays out tokens, trained on the assistant tokens only
+        (cached). The held-out world of seed 0 is never demonstrated."""
         if self.sft_steps == 0:
             return None
+        worlds = [task] + [self.task(world) for world in range(1, self.sft_worlds)]
+        conversations = [(q, w.search, opening(q), demonstration(q, w.search)) for w in worlds for q in w.train]
         # the cache key names the demonstrations by content (prompt, tool schema, data, result format),
         # so a change to any of them trains a new cold start instead of reusing a stale one
-        shown = [opening(q) + demonstration(q, task.search) for q in task.train[:20]] + [tool_schema(task.search)]
+        shown = [o + d for _, _, o, d in conversations[::50]] + [tool_schema(task.search)]
         digest = hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:10]
         spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
-                         task=f"search-r1-{digest}-{self.n_train}-obs{self.max_observation_tokens}-schemas{int(self.tool_schemas)}")
+                         task=f"search-r1-{digest}-{len(conversations)}-obs{self.max_observation_tokens}"
+                              f"-schemas{int(self.tool_schemas)}")
 
         def examples(tokenizer) -> list[tuple]:
             chat = ChatTokens(tokenizer, self.tool_schemas)
             out = []
-            for q in task.train:
-                prompt, tokens, source = demonstration_stream(chat, opening(q), (task.search,),
-                                                              demonstration(q, task.search), self.max_observation_tokens)
+            for _, search, start, demo in conversations:
+                prompt, tokens, source = demonstration_stream(chat, start, (search,), demo, self.max_observation_tokens)
                 out.append((prompt, tokens, [int(s == "A") for s in source]))
             return out
         return run_cold_start(spec, task.train, examples)

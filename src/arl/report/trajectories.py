@@ -21,7 +21,7 @@ from .html import CSS, fmt
 SOURCES = {"A": "policy", "O": "observation", "T": "template"}
 
 SHOW_CSS = """
-.tok { white-space: pre-wrap; border-radius: 2px; }
+.tok { white-space: pre-wrap; border-radius: 2px; box-shadow: inset -1px 0 0 rgba(31,35,40,.18); }
 .tok.O { background: #ddeeff; color: #0a3069; }
 .tok.T { background: #eaeef2; color: #6e7781; }
 .tok.A { border-bottom: 2px solid #1f2328; }
@@ -46,8 +46,10 @@ def _adv_style(adv: float, scale: float) -> str:
 
 def _token_spans(pieces: list[str], source: str, tokens: list[int], logprobs: list[float], adv: float, scale: float) -> str:
     out = []
-    for piece, s, tok, lp in zip(pieces, source, tokens, logprobs):
-        text = html.escape(piece.replace("\n", "↵\n"))
+    for i, (piece, s, tok, lp) in enumerate(zip(pieces, source, tokens, logprobs)):
+        # a newline shows as ↵; only the last of a run of newline tokens also breaks the line
+        run_goes_on = i + 1 < len(pieces) and pieces[i + 1].strip("\n") == "" and pieces[i + 1] != ""
+        text = html.escape(piece.replace("\n", "↵") + ("\n" if piece.endswith("\n") and not run_goes_on else ""))
         tip = f"id {tok} · {SOURCES[s]}" + (f" · logprob {lp:.3f} · advantage {adv:.3g}" if s == "A" else " · not trained")
         cls = f"tok {s}" + (" zero" if s == "A" and adv == 0 else "")
         out.append(f'<span class="{cls}" title="{html.escape(tip)}"{_adv_style(adv, scale) if s == "A" else ""}>{text}</span>')
@@ -64,15 +66,15 @@ def _calls(turn: dict) -> str:
     return f'<p class="calls">{"<br>".join(rows)}</p>' if rows else ""
 
 
-def _trajectory(row: dict, decode, scale: float, index: int) -> str:
+def _trajectory(row: dict, decode, scale: float, index: int, trained: bool) -> str:
     adv = float(row.get("advantage", 0.0))
-    head = [f"#{index}"] + [f"{k} {fmt(row[k])}" for k in ("step", "group", "hops", "reward", "advantage", "stop_reason")
-                            if k in row]
+    keys = ("step", "group", "hops", "reward", "advantage", "stop_reason") if trained else ("hops", "reward", "stop_reason")
+    head = [f"#{index}"] + [f"{k} {fmt(row[k])}" for k in keys if k in row]
     parts = [f'<div class="head">{html.escape(" · ".join(head))}</div>']
     if "question" in row:
         parts.append(f'<div><b>{html.escape(row["question"])}</b> — gold: {html.escape(", ".join(row.get("answers", [])))}</div>')
     prompt = row["prompt_tokens"]
-    parts.append(f'<details class="prompt"><summary>prompt: {len(prompt)} tokens (system, tools, question), not trained'
+    parts.append(f'<details class="prompt"><summary>prompt: {len(prompt)} tokens (system message, tools if shown, question), not trained'
                  f'</summary><div class="stream">{_token_spans(decode(prompt), "T" * len(prompt), prompt, [0.0] * len(prompt), 0, 0)}'
                  "</div></details>")
     for k, turn in enumerate(row["turns"]):
@@ -84,13 +86,15 @@ def _trajectory(row: dict, decode, scale: float, index: int) -> str:
     return f'<div class="rollout">{"".join(parts)}</div>'
 
 
-def token_totals(rows: list[dict]) -> dict[str, int]:
+def token_totals(rows: list[dict], trained: bool = True) -> dict[str, int]:
     """Tokens by role over `rows`: policy tokens trained (non-zero advantage) and not (zero: a
-    degenerate group, or an evaluation), observation, template and prompt tokens (never trained)."""
-    totals = {"policy, trained": 0, "policy, advantage 0": 0, "observation": 0, "template": 0, "prompt": 0}
+    degenerate group), observation, template and prompt tokens (never trained); for an evaluation
+    (`trained` False) the policy's tokens are one count."""
+    policy = ("policy, trained", "policy, advantage 0") if trained else ("policy (evaluation: nothing trained)",) * 2
+    totals = dict.fromkeys((*dict.fromkeys(policy), "observation", "template", "prompt"), 0)
     for r in rows:
         source = "".join(t["source"] for t in r["turns"])
-        key = "policy, trained" if r.get("advantage") else "policy, advantage 0"
+        key = policy[0] if r.get("advantage") else policy[1]
         totals[key] += source.count("A")
         totals["observation"] += source.count("O")
         totals["template"] += source.count("T")
@@ -120,7 +124,8 @@ def write_trajectories(run_dir, step: int | None = None, eval_name: str | None =
     def decode(ids: list[int]) -> list[str]:
         return [cache.setdefault(i, tokenizer.decode([i])) for i in ids]
 
-    totals = token_totals(rows)
+    trained = eval_name is None
+    totals = token_totals(rows, trained)
     all_tokens = sum(totals.values())
     shown = rows[:limit]
     scale = max((abs(float(r.get("advantage", 0.0))) for r in rows), default=0.0)
@@ -139,7 +144,7 @@ def write_trajectories(run_dir, step: int | None = None, eval_name: str | None =
             "<p>Only policy tokens with a non-zero advantage receive gradient; observation, template and prompt tokens "
             "are context (advantage 0, weight 0, logprob 0 in the datum).</p>",
             "<h2>Trajectories</h2>", legend,
-            *(_trajectory(r, decode, scale, i + 1) for i, r in enumerate(shown))]
+            *(_trajectory(r, decode, scale, i + 1, trained) for i, r in enumerate(shown))]
     page = ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{CSS}{SHOW_CSS}</style></head>\n<body><main>\n"
             + "\n".join(body) + "\n</main></body></html>\n")
