@@ -15,7 +15,7 @@ A test question's facts therefore never appear in a train question or a train de
 nothing memorised in training answers a test question; the test passages still compete with the
 train passages in every search, as in a real collection.
 
-Sizes suit a 2M-5M-parameter model with a 2048-token context: passages of 20-30 tokens, names of
+Sizes suit a 2M-5M-parameter model with a 2048-token context: passages of 13-34 tokens, names of
 about three BPE tokens, single-word answers, a gold query that is just the entity's name, and about
 400 passages. Deterministic like `arl.data.arithmetic`: one `random.Random(seed)`, no set iteration,
 the test world drawn first.

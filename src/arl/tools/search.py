@@ -35,8 +35,8 @@ def _words(text: str) -> list[str]:
 
 
 class BM25Index:
-    """A BM25 index over a fixed list of passages; building one for a few hundred passages takes a
-    few milliseconds, so callers build it where they need it rather than caching it on disk."""
+    """A BM25 index over a fixed list of passages; building one for a few hundred passages takes
+    about 50 ms, so callers build it where they need it rather than caching it on disk."""
 
     def __init__(self, passages: Sequence[Passage]):
         if not passages:
