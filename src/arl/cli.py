@@ -135,7 +135,7 @@ def cmd_show(args) -> int:
     from .track.rundir import NotARunError
 
     try:
-        path = write_trajectories(args.run, args.step, args.eval, args.limit, args.out)
+        path = write_trajectories(args.run, args.step, args.eval, args.limit, args.out, args.group)
     except (NotARunError, FileNotFoundError, ValueError) as e:
         print(f"arl show: {e}", file=sys.stderr)
         return 2
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step", type=int, default=None, help="training step whose rollouts to show (default: the last)")
     p.add_argument("--eval", default=None, metavar="NAME", help="show an evaluation's trajectories instead, e.g. step-0000")
     p.add_argument("--limit", type=int, default=32, help="trajectories drawn (the totals count them all)")
+    p.add_argument("--group", type=int, default=None, help="draw only this group (one question's episodes)")
     p.add_argument("--out", default=None, help="where to write the page (default RUN/show-<step or eval>.html)")
     p.set_defaults(fn=cmd_show)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")

@@ -83,12 +83,8 @@ class Config(PolicyConfig):
     in the question into the query pays and memorising names does not. RL and evaluation use seed 0."""
     sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
-    batch_prompts: int = 4
-    """Questions per step."""
-    steps: int = 40
+    steps: int = 100
     """Policy-update steps."""
-    eval_every: int = 20
-    """Evaluate on the held-out questions every N steps (and before and after)."""
 
     def validate(self) -> None:
         super().validate()

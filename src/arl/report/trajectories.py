@@ -103,9 +103,10 @@ def token_totals(rows: list[dict], trained: bool = True) -> dict[str, int]:
 
 
 def write_trajectories(run_dir, step: int | None = None, eval_name: str | None = None, limit: int = 32,
-                       out: str | Path | None = None) -> Path:
+                       out: str | Path | None = None, group: int | None = None) -> Path:
     """Write the page for the trajectories of training step `step` (default: the last logged), or of
-    the evaluation `eval_name` (e.g. step-0000); returns its path (default RUN/show-<what>.html)."""
+    the evaluation `eval_name` (e.g. step-0000), drawing only group `group` when given (the totals
+    count the whole step); returns its path (default RUN/show-<what>.html)."""
     run = RunDir.open(run_dir)
     if eval_name is not None:
         rows, what = run.read_eval(eval_name).get("items", []), f"eval {eval_name}"
@@ -127,7 +128,7 @@ def write_trajectories(run_dir, step: int | None = None, eval_name: str | None =
     trained = eval_name is None
     totals = token_totals(rows, trained)
     all_tokens = sum(totals.values())
-    shown = rows[:limit]
+    shown = [r for r in rows if group is None or r.get("group") == group][:limit]
     scale = max((abs(float(r.get("advantage", 0.0))) for r in rows), default=0.0)
     legend = ('<p class="legend"><span class="tok A" style="background: rgba(26,127,55,.5)">policy, A &gt; 0</span>'
               '<span class="tok A" style="background: rgba(207,34,46,.5)">policy, A &lt; 0</span>'

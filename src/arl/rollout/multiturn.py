@@ -359,7 +359,9 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     episodes called no tool, the share of tool-call attempts that parsed (`valid_tool_call_rate`,
     left out when nothing was attempted), and the share of each stop reason (`stop/<reason>`)."""
     n = len(trajectories)
-    keys = sorted({k for t in trajectories for k in t.metrics})
+    # the tool counters and the stop reasons are always reported (0 when none happened), so a series
+    # of evaluations has the same keys at every step
+    keys = sorted({"tool_calls", "tool_errors", "malformed_calls"} | {k for t in trajectories for k in t.metrics})
     # tool_calls counts parsed calls (a call to an unknown tool or with bad arguments included: it
     # parsed, and its error came back as an observation); an episode whose only call was malformed
     # counts as one without a tool call.
@@ -371,6 +373,6 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     attempts = calls + sum(t.metrics.get("malformed_calls", 0.0) for t in trajectories)
     if attempts:
         out["valid_tool_call_rate"] = calls / attempts
-    for reason in sorted({t.stop_reason for t in trajectories}):
+    for reason in sorted({"answered", "malformed_call", *TRUNCATIONS} | {t.stop_reason for t in trajectories}):
         out[f"stop/{reason}"] = sum(t.stop_reason == reason for t in trajectories) / n
     return out
