@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: run test setup bench path01 path02 path04 clean
+.PHONY: run test setup bench path01 path02 path03 path04 clean
 
 $(BIN)/arl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ path02: setup
 	$(BIN)/arl compare opd --vary signal=teacher,reward --seeds 3 --out runs/compare/opd
 	$(BIN)/arl compare opd-specialist --seeds 3 --out runs/compare/opd-specialist
 	$(BIN)/arl compare opsd --seeds 3 --out runs/compare/opsd
+
+# The results of path 03's chapter note (search-r1): the mini preset over 3 seeds, about 40 minutes on 2
+# cores once the cold start is cached in ~/.cache/arl (15 more the first time); rerun to resume.
+path03: setup
+	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
 
 # The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
 # about 20 minutes on 2 cores; rerun to resume.

@@ -43,6 +43,8 @@ STEP_KEYS = {
     "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
     "opd-specialist": {"specialist/opd/reverse_kl_mean", "specialist/reward/mean", "specialist/loss/sum",
                        "train/specialist_step"},
+    "search-r1": {"reward/mean", "reward/frac_degenerate", "rollout/turns", "rollout/no_tool_rate", "train/tokens",
+                  "train/masked_tokens", "time/sample"},
 }
 LAST_STEP = {"opd-specialist": 10}
 """Chapters whose smoke run logs more than 2 steps (five 2-step stages)."""
@@ -75,6 +77,11 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
         assert decided.returncode == 0, decided.stderr[-3000:]
         assert "p(yes)=" in decided.stdout and "E[score]=" in decided.stdout
     assert list(run.plots_dir.glob("*.png"))
+    if chapter == "search-r1":  # multi-turn rows, stored per turn, and their token-level page
+        row = run.read_rollouts(1)[0]
+        assert all(len(t["tokens"]) == len(t["source"]) == len(t["logprobs"]) for t in row["turns"])
+        page = arl_cli("show", str(run.path))
+        assert page.returncode == 0 and (run.path / "show-step-0002.html").is_file(), page.stderr[-3000:]
     if chapter == "grpo":
         row = run.read_rollouts(1)[0]
         assert len(row["tokens"]) == len(row["logprobs"]) and {"reward", "advantage", "completion"} <= set(row)
@@ -124,6 +131,14 @@ def test_bad_values_name_the_field():
         config.resolve(grpo.Config, grpo.PRESETS, "huge", [])
     cfg = config.resolve(grpo.Config, grpo.PRESETS, "smoke", ["loss_fn=ppo", "tracker=none"])
     assert cfg.loss_fn == "ppo" and cfg.tracker is None and cfg.steps == 2
+
+
+def test_search_r1_rejects_a_missing_corpus_before_work(tmp_path):
+    search = load("search-r1")
+    with pytest.raises(ValueError, match=r"data='nowhere': no corpus.jsonl, train.jsonl, test.jsonl there"):
+        config.resolve(search.Config, search.PRESETS, "smoke", ["data=nowhere"])
+    with pytest.raises(ValueError, match="max_observation_tokens=0: must be at least 1"):
+        config.resolve(search.Config, search.PRESETS, "smoke", ["max_observation_tokens=0"])
 
 
 def test_help_lists_every_field_with_its_doc():

@@ -147,6 +147,20 @@ def cmd_decide(args) -> int:
     return 0
 
 
+def cmd_show(args) -> int:
+    """Write the token-level HTML page of a run's multi-turn trajectories."""
+    from .report.trajectories import write_trajectories
+    from .track.rundir import NotARunError
+
+    try:
+        path = write_trajectories(args.run, args.step, args.eval, args.limit, args.out, args.group)
+    except (NotARunError, FileNotFoundError, ValueError) as e:
+        print(f"arl show: {e}", file=sys.stderr)
+        return 2
+    print(f"trajectories: {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arl", description="Agentic RL Lab: RL for LLMs and agents on a laptop CPU.")
     parser.add_argument("--threads", type=int, help="torch threads (default: ARL_NUM_THREADS or min(2, cores))")
@@ -184,6 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=None, help="T of the softmax (default: the run's fitted T, else 1)")
     p.add_argument("--topk", type=int, default=64, help="top-K prompt logprobs read at each marker (0 = whole vocabulary)")
     p.set_defaults(fn=cmd_decide)
+    p = sub.add_parser("show", help="an HTML page of a run's trajectories, each token coloured by who produced it")
+    p.add_argument("run", help="run folder, e.g. runs/search-r1/NAME")
+    p.add_argument("--step", type=int, default=None, help="training step whose rollouts to show (default: the last)")
+    p.add_argument("--eval", default=None, metavar="NAME", help="show an evaluation's trajectories instead, e.g. step-0000")
+    p.add_argument("--limit", type=int, default=32, help="trajectories drawn (the totals count them all)")
+    p.add_argument("--group", type=int, default=None, help="draw only this group (one question's episodes)")
+    p.add_argument("--out", default=None, help="where to write the page (default RUN/show-<step or eval>.html)")
+    p.set_defaults(fn=cmd_show)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")
     p.add_argument("--model", default="arl/tiny-qwen3-2m", help="base model (see `arl models`)")
     p.add_argument("--steps", type=int, default=30, help="supervised steps")

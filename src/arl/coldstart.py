@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from . import checkpoints
@@ -82,11 +82,14 @@ def sft_examples(tokenizer, train: Sequence[Problem], targets: Sequence[str],
     return out
 
 
-def sft_step(client, batch: Sequence[tuple[list[int], list[int]]], adam: AdamParams):
-    """One token-mean cross-entropy step on (prompt, completion) pairs: (forward_backward, optim_step) futures."""
-    n_tokens = sum(len(c) for _, c in batch)
-    fb = client.forward_backward([sft_datum(p, c, 1.0 / n_tokens) for p, c in batch], "cross_entropy")
-    return fb, client.optim_step(adam)
+def sft_step(client, batch: Sequence[tuple], adam: AdamParams):
+    """One token-mean cross-entropy step on (prompt, completion) pairs, or (prompt, completion, mask)
+    triples whose mask picks the tokens to learn (a multi-turn demonstration's assistant tokens, not
+    its observations): (forward_backward, optim_step) futures."""
+    masks = [example[2] if len(example) > 2 else [1] * len(example[1]) for example in batch]
+    n_tokens = sum(map(sum, masks))
+    datums = [sft_datum(example[0], example[1], [m / n_tokens for m in mask]) for example, mask in zip(batch, masks)]
+    return client.forward_backward(datums, "cross_entropy"), client.optim_step(adam)
 
 
 def _unboxed(solution: str) -> str:
@@ -97,8 +100,12 @@ def _unboxed(solution: str) -> str:
     return head + inner + rest
 
 
-def run_cold_start(spec: ColdStart, train: Sequence[Problem]) -> str:
-    """Path of the training state after `spec.steps` SFT steps on `train` (trained once, then cached)."""
+def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[object], list[tuple]] | None = None) -> str:
+    """Path of the training state after `spec.steps` SFT steps on `train` (trained once, then cached).
+
+    `build_examples(tokenizer)` replaces the math task's (prompt, solution) pairs with a chapter's own
+    examples, (prompt, completion[, mask]) as `sft_step` takes them; `spec.task` must then name
+    them, since it is what tells their cache entry apart."""
     run_name = f"coldstart-{spec.key()}"
     uri = checkpoints.make_uri(run_name, "training_state", "final")
     try:
@@ -112,8 +119,11 @@ def run_cold_start(spec: ColdStart, train: Sequence[Problem]) -> str:
     else:
         client = service.create_training_client_from_state(spec.init)
     tok = client.get_tokenizer()
-    examples = sft_examples(tok, train, sft_targets(train, spec.plain_fraction, spec.data_seed),
-                            privileged_mask(train, spec.privileged_fraction, spec.data_seed))
+    if build_examples is None:
+        examples = sft_examples(tok, train, sft_targets(train, spec.plain_fraction, spec.data_seed),
+                                privileged_mask(train, spec.privileged_fraction, spec.data_seed))
+    else:
+        examples = build_examples(tok)
     rng = random.Random(spec.data_seed)
     adam = AdamParams(learning_rate=spec.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
     with progress(spec.steps, "SFT cold start") as bar:

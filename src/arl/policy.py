@@ -22,7 +22,7 @@ from .coldstart import MathTask, encode_chat, run_cold_start
 from .config import require_positive
 from .data import format_prompt
 from .eval import before_after, evaluate_boxed, summary_rows
-from .rollout import rl_datum, score_completions
+from .rollout import score_completions, trajectory_datum
 from .settings import configure
 from .track import Tracker
 from .types import AdamParams, ModelInput, SamplingParams
@@ -124,6 +124,11 @@ class PolicyConfig(GroupSampling):
             return {}
         return {k: v for k, v in bounds.items() if v is not None}
 
+    def start_weights(self, train) -> str | None:
+        """The saved state RL starts from: the cached SFT cold start on `train`, or None (the base
+        model) without one. A chapter with its own demonstrations overrides this."""
+        return run_cold_start(self.cold_start(), train) if self.sft_steps > 0 else None
+
     def sequence_loss(self) -> Callable | None:
         """A sequence-level objective `(logp_KT, logq_KT, adv_K, n_sequences) -> (loss, metrics)` that
         replaces the token-level built-in loss (GSPO), or None."""
@@ -139,6 +144,15 @@ class Rollout:
     logprobs: list[float]
     advantage: float | list[float]
     """One advantage for the whole completion, or one per token (on-policy distillation)."""
+    mask: list[int] | None = None
+    """Multi-turn: 1 where the policy sampled the token, 0 at observation and template tokens (which
+    are context, never trained on); None = every completion token is the policy's."""
+
+    def mask_T(self) -> list[int]:
+        return self.mask if self.mask is not None else [1] * len(self.tokens)
+
+    def trained_tokens(self) -> int:
+        return sum(self.mask_T())
 
 
 def draw(train: Sequence, index: int):
@@ -167,7 +181,7 @@ def start_client(cfg: PolicyConfig, run, service, train, resume: bool):
     """(first step, training client, reference sampler or None, start state path or None): the last
     checkpoint of a resumed run, else the cold start; the reference (for `kl_coef`) is always the start
     weights."""
-    start_path = run_cold_start(cfg.cold_start(), train) if cfg.sft_steps > 0 else None
+    start_path = cfg.start_weights(train)
     ref = None
     if cfg.kl_coef > 0:
         ref = service.create_sampling_client(base_model=cfg.model, model_path=start_path)
@@ -276,11 +290,12 @@ def policy_step(client, cfg: PolicyConfig, rollouts: Sequence[Rollout], n_rollou
         adv_KT = [torch.tensor(_advantages_T(cfg, r, ref_KT[k] if ref_KT else None)) for k, r in enumerate(chunk)]
         custom = cfg.sequence_loss() is not None or (ref is not None and cfg.kl_estimator == "k3")
         if custom:
-            datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a.tolist()) for r, a in zip(chunk, adv_KT)]
+            datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a.tolist()) for r, a in zip(chunk, adv_KT)]
             fb = client.forward_backward_custom(datums, _custom_loss(cfg, chunk, adv_KT, n_chunk, ref_KT))
         else:
-            scale_K = advantages.sequence_scales([len(r.tokens) for r in chunk], cfg.normalizer, n_chunk, cfg.max_tokens)
-            datums = [rl_datum(r.prompt, r.tokens, r.logprobs, (a * c).tolist()) for r, a, c in zip(chunk, adv_KT, scale_K)]
+            scale_K = advantages.sequence_scales([r.trained_tokens() for r in chunk], cfg.normalizer, n_chunk, cfg.max_tokens)
+            datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, (a * c).tolist())
+                      for r, a, c in zip(chunk, adv_KT, scale_K)]
             fb = client.forward_backward(datums, cfg.loss_fn, cfg.loss_config())
         optim = client.optim_step(adam)
         out, opt = fb.result(), optim.result()
@@ -295,7 +310,7 @@ def policy_step(client, cfg: PolicyConfig, rollouts: Sequence[Rollout], n_rollou
             gap = _logprob_gap(chunk, out)
         if ref_KT is not None:  # the sampled KL to the reference, log q - log ref, per token
             kl_sum += sum(float((torch.tensor(r.logprobs) - rf).sum()) for r, rf in zip(chunk, ref_KT))
-            kl_tokens += sum(len(r.tokens) for r in chunk)
+            kl_tokens += sum(r.trained_tokens() for r in chunk)
     result = {k: v / len(chunks) for k, v in sums.items()}
     result.update({"train/logprob_gap": gap, "optim/step": opt.metrics["optim/step"]})
     if kl_tokens:
@@ -312,20 +327,27 @@ def _advantages_T(cfg: PolicyConfig, r: Rollout, ref_T: torch.Tensor | None) -> 
 
 
 def _reference_logprobs(ref, rollouts: Sequence[Rollout]) -> list[torch.Tensor]:
-    return [torch.tensor(x) for x in score_completions(ref, [(r.prompt, r.tokens) for r in rollouts])]
+    """The reference's logprobs of each rollout's policy tokens (zero at masked ones, which the
+    sampled-KL sums and the losses below leave out)."""
+    scored = score_completions(ref, [(r.prompt, r.tokens) for r in rollouts])
+    return [torch.tensor([x if m else 0.0 for x, m in zip(xs, r.mask_T())]) for xs, r in zip(scored, rollouts)]
 
 
 def _custom_loss(cfg: PolicyConfig, chunk: Sequence[Rollout], adv_KT, n_rollouts: float, ref_KT):
+    keep_K = [torch.tensor(r.mask_T(), dtype=torch.bool) for r in chunk]
+
     def loss_fn(data, logprobs_list):
-        logp_KT = [lp[len(r.prompt) - 1:] for lp, r in zip(logprobs_list, chunk)]
-        logq_KT = [torch.tensor(r.logprobs) for r in chunk]
-        return step_loss(cfg, logp_KT, logq_KT, adv_KT, n_rollouts, ref_KT)
+        # the loss sees the policy's tokens only: a multi-turn rollout's observations drop out here
+        logp_KT = [lp[len(r.prompt) - 1:][k] for lp, r, k in zip(logprobs_list, chunk, keep_K)]
+        logq_KT = [torch.tensor(r.logprobs)[k] for r, k in zip(chunk, keep_K)]
+        refs = [rf[k] for rf, k in zip(ref_KT, keep_K)] if ref_KT is not None else None
+        return step_loss(cfg, logp_KT, logq_KT, [a[k] for a, k in zip(adv_KT, keep_K)], n_rollouts, refs)
     return loss_fn
 
 
 def _logprob_gap(chunk: Sequence[Rollout], out) -> float:
     gaps = [abs(a - b) for r, o in zip(chunk, out.loss_fn_outputs)
-            for a, b in zip(o["logprobs"].tolist()[len(r.prompt) - 1:], r.logprobs)]
+            for a, b, m in zip(o["logprobs"].tolist()[len(r.prompt) - 1:], r.logprobs, r.mask_T()) if m]
     return max(gaps) if gaps else 0.0
 
 
@@ -372,7 +394,7 @@ def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], frac_degenerate: 
         "reward/frac_degenerate": frac_degenerate,
         "rollout/len_mean": sum(len(s.tokens) for seqs in groups for s in seqs) / len(flat),
         "train/datums": float(len(kept)),
-        "train/tokens": float(sum(len(r.tokens) for r in kept)),
+        "train/tokens": float(sum(r.trained_tokens() for r in kept)),
         "time/sample": t_sample,
         "time/train": t_total - t_sample,
         "time/step": t_total,

@@ -1,6 +1,8 @@
-"""Turning sampled tokens into training data (and, for agents, multi-turn rollouts)."""
+"""Turning sampled tokens into training data, and multi-turn rollouts against environments."""
 
-from .datums import marker_datum, rl_datum, sft_datum
+from .datums import marker_datum, rl_datum, sft_datum, trajectory_datum
+from .multiturn import Budgets, ChatTokens, Trajectory, Turn, rollout_groups
 from .scoring import score_completions
 
-__all__ = ["marker_datum", "rl_datum", "score_completions", "sft_datum"]
+__all__ = ["Budgets", "ChatTokens", "Trajectory", "Turn", "marker_datum", "rl_datum", "rollout_groups", "score_completions",
+           "sft_datum", "trajectory_datum"]

@@ -2,7 +2,9 @@
 
 Position i of `model_input` predicts token i+1. For prompt P and completion C:
 `model_input = P + C[:-1]`, `target_tokens = [0]*(len(P)-1) + C`; prompt positions carry advantage 0
-and weight 0, so they never receive gradient.
+and weight 0, so they never receive gradient. A multi-turn trajectory is the same shape with C the
+whole stream after the prompt and a mask over it: observation and template tokens inside C carry
+advantage 0, logprob 0 and weight 0 too (`trajectory_datum`, `sft_datum` with per-token weights).
 """
 
 from __future__ import annotations
@@ -30,14 +32,32 @@ def rl_datum(prompt: Sequence[int], completion: Sequence[int], sampler_logprobs:
     )
 
 
-def sft_datum(prompt: Sequence[int], completion: Sequence[int], weight: float = 1.0) -> Datum:
+def trajectory_datum(prompt: Sequence[int], tokens: Sequence[int], mask: Sequence[int], sampler_logprobs: Sequence[float],
+                     advantage: float | Sequence[float]) -> Datum:
+    """A policy-loss datum of a (multi-turn) trajectory: `tokens` is everything after the prompt and
+    `mask[t]` is 1 where the policy sampled token t. Token t's target position gets advantage
+    A_t * mask_t and logprob lp_t * mask_t, so observation and template tokens are context only.
+    A single-turn completion is the case mask = all ones."""
+    if len(mask) != len(tokens):
+        raise ValueError(f"trajectory_datum: {len(mask)} mask entries for {len(tokens)} tokens")
+    adv_T = [float(advantage)] * len(tokens) if isinstance(advantage, (int, float)) else list(advantage)
+    if len(adv_T) != len(tokens):
+        raise ValueError(f"trajectory_datum: {len(adv_T)} advantages for {len(tokens)} tokens")
+    return rl_datum(prompt, tokens, [lp if m else 0.0 for lp, m in zip(sampler_logprobs, mask, strict=True)],
+                    [a if m else 0.0 for a, m in zip(adv_T, mask)])
+
+
+def sft_datum(prompt: Sequence[int], completion: Sequence[int], weight: float | Sequence[float] = 1.0) -> Datum:
     """A `cross_entropy` datum that trains on the completion only, each token with `weight` (the
-    built-in loss is a sum, so 1 / tokens-in-batch makes it a token mean)."""
+    built-in loss is a sum, so 1 / tokens-in-batch makes it a token mean), or one weight per token
+    (0 at the observation and template tokens of a multi-turn demonstration)."""
+    w_T = [float(weight)] * len(completion) if isinstance(weight, (int, float)) else [float(w) for w in weight]
+    if len(w_T) != len(completion):
+        raise ValueError(f"sft_datum: {len(w_T)} weights for {len(completion)} completion tokens")
     n = len(prompt) - 1
     return Datum(
         model_input=ModelInput.from_ints(list(prompt) + list(completion[:-1])),
-        loss_fn_inputs={"target_tokens": [0] * n + list(completion),
-                        "weights": [0.0] * n + [float(weight)] * len(completion)},
+        loss_fn_inputs={"target_tokens": [0] * n + list(completion), "weights": [0.0] * n + w_T},
     )
 
 
