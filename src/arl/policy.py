@@ -23,6 +23,7 @@ from .config import require_positive
 from .data import format_prompt
 from .eval import before_after, evaluate_boxed, summary_rows
 from .rollout import score_completions, trajectory_datum
+from .rollout.multiturn import summarize
 from .settings import configure
 from .track import Tracker
 from .types import AdamParams, ModelInput, SamplingParams
@@ -401,6 +402,18 @@ def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], frac_degenerate: 
     }
 
 
+def episode_metrics(groups: Sequence[Sequence], kept: Sequence[Rollout], frac_degenerate: float, t_sample: float,
+                    t_total: float) -> dict[str, float]:
+    """The step metrics every multi-turn chapter logs: the episodes' summary (`rollout/...`: reward,
+    turns, tool calls, stop reasons), what was trained and what was context, timings."""
+    flat = [t for g in groups for t in g]
+    return {**{f"rollout/{k}": v for k, v in summarize(flat).items()},
+            "reward/mean": sum(t.reward for t in flat) / len(flat), "reward/frac_degenerate": frac_degenerate,
+            "train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
+            "train/masked_tokens": float(sum(len(r.tokens) - r.trained_tokens() for r in kept)),
+            "time/sample": t_sample, "time/train": t_total - t_sample, "time/step": t_total}
+
+
 def end_step(cfg: PolicyConfig, run, session: Session, step: int, metrics: dict, rows: list[dict]) -> None:
     """After step `step` (1-based): held-out eval when due, metrics and rollouts logged, checkpoint when due."""
     if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -416,6 +429,23 @@ def rollout_rows(problems, groups, rewards_BG, adv_BG) -> list[dict]:
     return [{"prompt": p.question, "answer": p.answer, "completion": s.text, "tokens": s.tokens, "logprobs": s.logprobs,
              "reward": r, "advantage": a, "stop_reason": s.stop_reason}
             for p, seqs, rs, advs in zip(problems, groups, rewards_BG, adv_BG) for s, r, a in zip(seqs, rs, advs)]
+
+
+def finish_episodes(cfg: PolicyConfig, run, session: Session, title: str, keys: Sequence[str]) -> None:
+    """A multi-turn chapter's end: the before/after summary of the held-out episodes' `keys` (`keys[0]`
+    the headline; `eval/summary.json`, which marks the run finished), plots and the report."""
+    session.tracker.close()
+    evals, summary = before_after(run, keys, main=keys[0])
+    run.write_eval("summary", {**summary, "config": asdict(cfg)})
+    report.plot_metrics(run)
+    report.write_report(
+        run, title,
+        summary_rows=[{"metric": k, "before": summary[f"{k}/before"], "after": summary[f"{k}/after"]} for k in keys],
+        eval_table=[{"step": int(n.split("-")[1]), **{k: e.get(k) for k in keys}} for n, e in sorted(evals.items())],
+        rollouts_sample=[{"step": r["step"], "prompt": r["question"], "completion": "\n---\n".join(t["text"] for t in r["turns"]),
+                          "reward": r["reward"], "advantage": r["advantage"], "stop_reason": r["stop_reason"]}
+                         for r in run.read_rollouts(cfg.steps)[:6]],
+    )
 
 
 def finish(cfg: PolicyConfig, run, session: Session, title: str) -> None:

@@ -88,12 +88,12 @@ def evaluate_boxed(run, step: int, sampler, prompts: Sequence[list[int]], answer
             "eval/accuracy_any_format": result.extra["accuracy_any_format"]}
 
 
-def before_after(run, keys: Sequence[str]) -> tuple[dict[str, dict], dict]:
+def before_after(run, keys: Sequence[str], main: str = "accuracy") -> tuple[dict[str, dict], dict]:
     """(every `step-*` evaluation of a run by name, a summary with `KEY/before` and `KEY/after` for
-    each of `keys` plus `before` / `after` accuracy): the first and last held-out evaluations."""
+    each of `keys` plus `before` / `after` of the headline `main`): the first and last held-out evaluations."""
     evals = {name: run.read_eval(name) for name in run.eval_names() if name.startswith("step-")}
     first, last = evals[min(evals)], evals[max(evals)]
-    summary = {"before": first["accuracy"], "after": last["accuracy"]}
+    summary = {"before": first[main], "after": last[main]}
     summary.update({f"{k}/{when}": e.get(k) for k in keys for when, e in (("before", first), ("after", last))})
     return evals, summary
 

@@ -16,6 +16,7 @@ CHAPTERS = {
     "opd-specialist": ("arl.recipes.opd_specialist", "02 Specialist vs general: SFT, OPD, staged SAR-OPD (from OPD or from SFT) and interleaved IDT-OPD on two domains"),
     "opsd": ("arl.recipes.opsd", "02 OPSD: self-distillation from the start weights shown the reference solution"),
     "search-r1": ("arl.recipes.search_r1", "03 Search-R1: multi-turn GRPO for a policy that searches a local BM25 index before it answers"),
+    "retool": ("arl.recipes.retool", "03 ReTool: multi-turn GRPO for a policy that learns when to run Python in a sandbox"),
     "jev": ("arl.recipes.jev", "04 Jev: fixed-option decisions from one forward pass, with calibrated confidence"),
     "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
 }

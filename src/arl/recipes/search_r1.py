@@ -24,10 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from .. import advantages, policy, report
+from .. import advantages, policy
 from ..client import ServiceClient
 from ..coldstart import ColdStart, run_cold_start
 from ..data.encyclopedia import Question, demonstration, make_encyclopedia
@@ -37,7 +37,7 @@ from ..envs.tools import tool_schema
 from ..eval.agent import evaluate_agent
 from ..policy import PolicyConfig, Rollout
 from ..rollout import Budgets, ChatTokens, rollout_groups
-from ..rollout.multiturn import demonstration_stream, summarize
+from ..rollout.multiturn import demonstration_stream
 from ..settings import configure
 from ..tools.search import BM25Index, search_tool
 from ..track import RunDir, Tracker, progress
@@ -202,36 +202,11 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t_total = time.perf_counter() - t0
 
             # 4. log: rollout statistics, what was trained and what was context, timings
-            flat = [t for g in groups for t in g]
-            metrics.update({f"rollout/{k}": v for k, v in summarize(flat).items()})
-            metrics.update({"reward/mean": sum(t.reward for t in flat) / len(flat), "reward/frac_degenerate": frac_degenerate,
-                            "train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
-                            "train/masked_tokens": float(sum(len(r.tokens) - r.trained_tokens() for r in kept)),
-                            "time/sample": t_sample, "time/train": t_total - t_sample, "time/step": t_total})
+            metrics.update(policy.episode_metrics(groups, kept, frac_degenerate, t_sample, t_total))
             rows = [{"group": i, "question": q.question, "answers": list(q.answers), "hops": q.hops, **t.to_json()}
                     for i, (q, g) in enumerate(zip(questions, groups)) for t in g]
             policy.end_step(cfg, run, session, step + 1, metrics, rows)
             bar.update()
             bar.set_metrics({"reward": metrics["reward/mean"], "em": metrics.get("rollout/em", 0.0)})
-    finish(cfg, run, session)
+    policy.finish_episodes(cfg, run, session, f"Search-R1 on {cfg.data}, {cfg.model}", SUMMARY_KEYS)
     return run
-
-
-def finish(cfg: Config, run: RunDir, session: policy.Session) -> None:
-    """Before/after summary (`eval/summary.json`, which marks the run finished), plots and the report."""
-    session.tracker.close()
-    evals = {n: run.read_eval(n) for n in run.eval_names() if n.startswith("step-")}
-    first, last = evals[min(evals)], evals[max(evals)]
-    summary = {"before": first["em"], "after": last["em"],
-               **{f"{k}/{when}": e.get(k) for k in SUMMARY_KEYS for when, e in (("before", first), ("after", last))}}
-    run.write_eval("summary", {**summary, "config": asdict(cfg)})
-    report.plot_metrics(run)
-    report.write_report(
-        run, f"Search-R1 on {cfg.data}, {cfg.model}",
-        summary_rows=[{"metric": k, "before": summary[f"{k}/before"], "after": summary[f"{k}/after"]} for k in SUMMARY_KEYS],
-        eval_table=[{"step": int(n.split("-")[1]), "em": e["em"], "hop1": e.get("hop1/em"), "hop2": e.get("hop2/em"),
-                     "search calls": e.get("tool_calls"), "no search": e.get("no_tool_rate")} for n, e in sorted(evals.items())],
-        rollouts_sample=[{"step": r["step"], "prompt": r["question"], "completion": "\n---\n".join(t["text"] for t in r["turns"]),
-                          "reward": r["reward"], "advantage": r["advantage"], "stop_reason": r["stop_reason"]}
-                         for r in run.read_rollouts(cfg.steps)[:6]],
-    )

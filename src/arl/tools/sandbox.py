@@ -538,11 +538,13 @@ def default_sandbox() -> Sandbox:
         return _default_sandbox
 
 
-def make_code_interpreter(sandbox: Sandbox | None = None) -> Callable[[str], str]:
+def make_code_interpreter(sandbox: Sandbox | None = None,
+                          on_result: Callable[[SandboxResult], None] | None = None) -> Callable[[str], str]:
     """The `code_interpreter` tool over a given sandbox (a chapter's own limits), or over the default one.
 
     The function's name, signature (with real `str` types, not strings) and docstring are what a tool
-    registry turns into the schema the model sees."""
+    registry turns into the schema the model sees. `on_result` receives every call's `SandboxResult`
+    (for a trainer's `sandbox_metrics`: outcomes and latency); the model sees only the text."""
 
     def code_interpreter(code: str) -> str:
         """Run Python code in a fresh sandboxed interpreter and return what it printed.
@@ -554,7 +556,10 @@ def make_code_interpreter(sandbox: Sandbox | None = None) -> Callable[[str], str
         Args:
             code: a complete Python program.
         """
-        return format_result((sandbox or default_sandbox()).run(code))
+        result = (sandbox or default_sandbox()).run(code)
+        if on_result is not None:
+            on_result(result)
+        return format_result(result)
 
     code_interpreter.__annotations__ = {"code": str, "return": str}
     return code_interpreter
