@@ -78,6 +78,7 @@ def test_an_episode_runs_the_code_in_the_sandbox_and_never_trains_its_output(res
     envs = [[CodeEnv("What is 4817 * 392?", "1888264", tool)]]
     (traj,), = rollout_groups(ScriptedSampler(chat, calls), envs, chat, Budgets(max_turns=3), 1.0, 0)
     assert (traj.reward, traj.stop_reason, traj.metrics["tool_calls"]) == (1.0, "answered", 2.0)
+    assert traj.metrics["printed_answer"] == 1.0
     assert traj.turns[0].observations == ["1888264"]
     assert "ZeroDivisionError" in traj.turns[1].observations[0] and traj.turns[1].observations[0].startswith("Error")
     assert [r.outcome for r in results] == ["ok", "error"]

@@ -15,7 +15,7 @@ from ..data.calculation import make_split
 from ..rewards import FORMAT_PENALTY, boxed_reward
 from ..rewards.boxed import extract_boxed
 from ..tools.sandbox import Sandbox, SandboxConfig, make_code_interpreter
-from .base import ToolEnv, register
+from .base import StepResult, ToolEnv, register
 
 SYSTEM_PROMPT = "You can run Python with the code_interpreter tool. Put the final answer in \\boxed{}."
 
@@ -25,11 +25,20 @@ class CodeEnv(ToolEnv):
     malformed_reward = FORMAT_PENALTY
 
     def __init__(self, question: str, answer: str, code_interpreter: Callable[[str], str]):
-        self.question, self.answer = question, answer
+        self.question, self.answer, self.printed = question, answer, False
         self.tools = (code_interpreter,)
 
     def initial_messages(self) -> list[dict]:
         return opening(self.question)
+
+    def step(self, message: dict) -> StepResult:
+        """ToolEnv's turn, plus `printed_answer` (1 in the first turn whose program printed exactly the gold
+        answer): it tells a wrong program from a right result copied wrongly into the box."""
+        result = super().step(message)
+        if any(m["content"].strip() == self.answer for m in result.messages) and not self.printed:
+            self.printed = True
+            result.metrics["printed_answer"] = 1.0
+        return result
 
     def grade(self, answer: str) -> tuple[float, dict[str, float]]:
         if extract_boxed(answer) is None:
