@@ -43,11 +43,15 @@ path02: setup
 	$(BIN)/arl compare opd --vary signal=teacher,reward --seeds 3 --out runs/compare/opd
 	$(BIN)/arl compare opd-specialist --seeds 3 --out runs/compare/opd-specialist
 	$(BIN)/arl compare opsd --seeds 3 --out runs/compare/opsd
+	$(BIN)/arl compare opd-specialist --seeds 3 --set stages=sft-idt-opd --set idt_steps=200 \
+	    --out runs/compare/opd-specialist-sft-idt
 
-# The results of path 03's chapter note (search-r1): the mini preset over 3 seeds, about 40 minutes on 2
-# cores once the cold start is cached in ~/.cache/arl (15 more the first time); rerun to resume.
+# The results of path 03's chapter notes (search-r1, retool): the mini presets over 3 seeds, about 40 and
+# 15 minutes on 2 cores once the cold starts are cached in ~/.cache/arl (15 and 10 more the first time);
+# rerun to resume.
 path03: setup
 	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
+	$(BIN)/arl --threads 1 compare retool --seeds 3 --jobs 1 --out runs/compare/retool
 
 # The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
 # about 20 minutes on 2 cores; rerun to resume.

@@ -80,7 +80,8 @@ class Config(PolicyConfig):
     """Interpreter calls that run at once (one per core)."""
     sft_steps: int = 1500
     """Cold-start SFT steps on the demonstrations (cached across runs with the same settings): 400 teach
-    the call format but not copying numbers into the code; 1500 copy about half the programs right."""
+    the call format but not copying numbers into the code; after 1500 about 40% of the sampled programs
+    print the right answer."""
     sft_batch_size: int = 16
     """Demonstrations per cold-start step."""
     sft_direct_fraction: float = 0.5
