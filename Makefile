@@ -37,8 +37,8 @@ path01: setup
 	$(BIN)/arl compare grpo --vary normalizer=token_mean,constant --vary kl_coef=0.05 --seeds 3 \
 	    --out runs/compare/grpo-drgrpo-kl
 
-# The results of path 02's chapter notes (opd, opd-specialist, opsd): three comparisons of 3 seeds, about
-# 45 minutes on 2 cores once the SFT models are cached in ~/.cache/arl (about 80 the first time); rerun to resume.
+# The results of path 02's chapter notes (opd, opd-specialist, opsd): four comparisons of 3 seeds, about
+# 60 minutes on 2 cores once the SFT models are cached in ~/.cache/arl (about 95 the first time); rerun to resume.
 path02: setup
 	$(BIN)/arl compare opd --vary signal=teacher,reward --seeds 3 --out runs/compare/opd
 	$(BIN)/arl compare opd-specialist --seeds 3 --out runs/compare/opd-specialist

@@ -13,7 +13,7 @@ CHAPTERS = {
     "dapo": ("arl.recipes.dapo", "01 DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping (presets grpo/dapo)"),
     "gspo": ("arl.recipes.gspo", "01 GSPO: sequence-level importance ratio and clipping"),
     "opd": ("arl.recipes.opd", "02 General OPD: a teacher's logprobs on the student's own samples as per-token advantages"),
-    "opd-specialist": ("arl.recipes.opd_specialist", "02 Specialist vs general: SFT, OPD, staged SAR-OPD (from OPD or from SFT) and interleaved IDT-OPD on two domains"),
+    "opd-specialist": ("arl.recipes.opd_specialist", "02 Specialist vs general: SFT, OPD, staged SAR-OPD and interleaved IDT-OPD, each also from the SFT model, on two domains"),
     "opsd": ("arl.recipes.opsd", "02 OPSD: self-distillation from the start weights shown the reference solution"),
     "search-r1": ("arl.recipes.search_r1", "03 Search-R1: multi-turn GRPO for a policy that searches a local BM25 index before it answers"),
     "retool": ("arl.recipes.retool", "03 ReTool: multi-turn GRPO for a policy that learns when to run Python in a sandbox"),
