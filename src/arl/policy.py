@@ -401,6 +401,20 @@ def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], frac_degenerate: 
     }
 
 
+def episode_metrics(groups, kept: Sequence[Rollout], frac_degenerate: float, t_sample: float,
+                    t_total: float, counters: Sequence[str] = (), stop_reasons: Sequence[str] = ()) -> dict[str, float]:
+    """The step metrics of the agent chapters (groups of multi-turn `Trajectory`s): the rollout summary
+    (`rollout/...`, `arl.rollout.multiturn.summarize` with the environment's `counters` and
+    `stop_reasons`), rewards, what was trained and what was masked context, timings."""
+    from .rollout.multiturn import summarize
+    flat = [t for g in groups for t in g]
+    return {**{f"rollout/{k}": v for k, v in summarize(flat, counters, stop_reasons).items()},
+            "reward/mean": sum(t.reward for t in flat) / len(flat), "reward/frac_degenerate": frac_degenerate,
+            "train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
+            "train/masked_tokens": float(sum(len(r.tokens) - r.trained_tokens() for r in kept)),
+            "time/sample": t_sample, "time/train": t_total - t_sample, "time/step": t_total}
+
+
 def end_step(cfg: PolicyConfig, run, session: Session, step: int, metrics: dict, rows: list[dict]) -> None:
     """After step `step` (1-based): held-out eval when due, metrics and rollouts logged, checkpoint when due."""
     if step % cfg.eval_every == 0 or step == cfg.steps:

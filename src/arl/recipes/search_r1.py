@@ -21,23 +21,20 @@ training question touches, so nothing can be memorised. An SFT cold start on gol
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import advantages, policy, report
 from ..client import ServiceClient
-from ..coldstart import ColdStart, run_cold_start
+from ..coldstart import ColdStart, content_digest, demonstration_examples, run_cold_start
 from ..data.encyclopedia import Question, demonstration, make_encyclopedia
 from ..data.qa import load_qa_jsonl
 from ..envs.search_r1 import SearchEnv, opening
 from ..envs.tools import tool_schema
-from ..eval.agent import evaluate_agent
+from ..eval.agent import agent_summary, evaluate_agent
 from ..policy import PolicyConfig, Rollout
 from ..rollout import Budgets, ChatTokens, rollout_groups
-from ..rollout.multiturn import demonstration_stream, summarize
 from ..settings import configure
 from ..tools.search import BM25Index, search_tool
 from ..track import RunDir, Tracker, progress
@@ -124,20 +121,14 @@ class Config(PolicyConfig):
         conversations = [(q, w.search, opening(q), demonstration(q, w.search)) for w in worlds for q in w.train]
         # the cache key names the demonstrations by content (prompt, tool schema, data, result format),
         # so a change to any of them trains a new cold start instead of reusing a stale one
-        shown = [o + d for _, _, o, d in conversations[::50]] + [tool_schema(task.search)]
-        digest = hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:10]
+        digest = content_digest([o + d for _, _, o, d in conversations[::50]] + [tool_schema(task.search)])
         spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
                          task=f"search-r1-{digest}-{len(conversations)}-obs{self.max_observation_tokens}"
                               f"-schemas{int(self.tool_schemas)}")
 
-        def examples(tokenizer) -> list[tuple]:
-            chat = ChatTokens(tokenizer, self.tool_schemas)
-            out = []
-            for _, search, start, demo in conversations:
-                prompt, tokens, source = demonstration_stream(chat, start, (search,), demo, self.max_observation_tokens)
-                out.append((prompt, tokens, [int(s == "A") for s in source]))
-            return out
-        return run_cold_start(spec, task.train, examples)
+        return run_cold_start(spec, task.train, lambda tokenizer: demonstration_examples(
+            tokenizer, self.tool_schemas, [(start, (search,), demo) for _, search, start, demo in conversations],
+            self.max_observation_tokens))
 
 
 @dataclass
@@ -202,12 +193,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t_total = time.perf_counter() - t0
 
             # 4. log: rollout statistics, what was trained and what was context, timings
-            flat = [t for g in groups for t in g]
-            metrics.update({f"rollout/{k}": v for k, v in summarize(flat).items()})
-            metrics.update({"reward/mean": sum(t.reward for t in flat) / len(flat), "reward/frac_degenerate": frac_degenerate,
-                            "train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
-                            "train/masked_tokens": float(sum(len(r.tokens) - r.trained_tokens() for r in kept)),
-                            "time/sample": t_sample, "time/train": t_total - t_sample, "time/step": t_total})
+            metrics.update(policy.episode_metrics(groups, kept, frac_degenerate, t_sample, t_total))
             rows = [{"group": i, "question": q.question, "answers": list(q.answers), "hops": q.hops, **t.to_json()}
                     for i, (q, g) in enumerate(zip(questions, groups)) for t in g]
             policy.end_step(cfg, run, session, step + 1, metrics, rows)
@@ -220,11 +206,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
 def finish(cfg: Config, run: RunDir, session: policy.Session) -> None:
     """Before/after summary (`eval/summary.json`, which marks the run finished), plots and the report."""
     session.tracker.close()
-    evals = {n: run.read_eval(n) for n in run.eval_names() if n.startswith("step-")}
-    first, last = evals[min(evals)], evals[max(evals)]
-    summary = {"before": first["em"], "after": last["em"],
-               **{f"{k}/{when}": e.get(k) for k in SUMMARY_KEYS for when, e in (("before", first), ("after", last))}}
-    run.write_eval("summary", {**summary, "config": asdict(cfg)})
+    evals, summary = agent_summary(run, cfg, "em", SUMMARY_KEYS)
     report.plot_metrics(run)
     report.write_report(
         run, f"Search-R1 on {cfg.data}, {cfg.model}",
