@@ -48,6 +48,7 @@ path02: setup
 # cores once the cold start is cached in ~/.cache/arl (15 more the first time); rerun to resume.
 path03: setup
 	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
+	$(BIN)/arl --threads 1 compare textworld --seeds 3 --jobs 1 --out runs/compare/textworld
 
 # The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
 # about 20 minutes on 2 cores; rerun to resume.

@@ -47,21 +47,21 @@ class Config(PolicyConfig):
     games: str = "textworld"
     """textworld (games generated with seeds), or alfworld (ALFWorld's game files: the alfworld package and
     ALFWORLD_DATA, see `arl.envs.alfworld`; needs sft_steps=0)."""
-    n_train: int = 200
+    n_train: int = 400
     """Training games (seeds 0..N-1)."""
     n_test: int = 50
     """Held-out games (seeds from 1,000,000)."""
-    max_rooms: int = 2
+    max_rooms: int = 1
     """Rooms of a generated game: drawn from 1..max_rooms per game."""
-    n_objects: int = 4
+    n_objects: int = 3
     """Objects of a generated game."""
-    max_quest_length: int = 3
+    max_quest_length: int = 2
     """Commands of a generated game's quest: drawn from 1..max_quest_length per game."""
     invalid_penalty: float = 0.1
     """Reward subtracted per invalid action (a command outside the admissible list, an unreadable call)."""
-    max_tokens: int = 32
+    max_tokens: int = 48
     """Sampled tokens per assistant turn."""
-    max_turns: int = 6
+    max_turns: int = 4
     """Assistant turns (game steps) per episode."""
     max_trajectory_tokens: int = 1024
     """Prompt, turns and observations of one episode."""
@@ -70,7 +70,7 @@ class Config(PolicyConfig):
     tool_schemas: bool = False
     """Put act's JSON schema in the prompt through the chat template's tools= (240 more tokens a sequence);
     off, the system prompt names the tool and the cold start teaches the call format."""
-    sft_steps: int = 60
+    sft_steps: int = 300
     """Cold-start SFT steps on the training games' walkthroughs (cached across runs with the same settings)."""
     sft_batch_size: int = 16
     """Walkthroughs per cold-start step."""
