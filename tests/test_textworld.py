@@ -67,7 +67,7 @@ def test_replay_from_the_action_history_is_deterministic():
     env = TextWorldEnv(game)
     play(env, commands[:2])
     twin = copy.deepcopy(env)  # replays the history into a fresh game
-    assert twin.history == env.history and twin.invalid == env.invalid == 1
+    assert twin.history == env.history and twin.invalid == env.invalid == 1 and twin._game is not env._game
     assert play(twin, commands[2:]) == play(env, commands[2:]) == first[2:]
     assert first[-1][1:] == (1.0, True, "won")
 
@@ -93,12 +93,17 @@ def test_invalid_action_penalty_and_won_reward_by_hand():
     assert sum(r.reward for r in (bad, unknown, first, won)) == pytest.approx(0.8)
 
 
-def test_a_turn_without_a_call_or_with_an_unreadable_one_ends_the_episode():
+def test_a_turn_without_a_call_or_with_an_unreadable_one_ends_the_episode_and_never_pays():
+    """Quitting is charged as an invalid action on this turn and every one left of max_steps: never
+    better than trying every turn (-0.1 each) and losing."""
     game = two_step_game()
-    quiet = TextWorldEnv(game).step({"role": "assistant", "content": "I will take the key."})
-    assert (quiet.done, quiet.stop_reason, quiet.reward) == (True, "no_action", 0.0)
-    broken = TextWorldEnv(game).step({"role": "assistant", "content": "<tool_call>{oops</tool_call>"})
-    assert (broken.done, broken.stop_reason, broken.reward) == (True, "malformed_call", pytest.approx(-0.1))
+    quiet = TextWorldEnv(game, max_steps=4).step({"role": "assistant", "content": "I will take the key."})
+    assert (quiet.done, quiet.stop_reason, quiet.reward) == (True, "no_action", pytest.approx(-0.4))
+    env = TextWorldEnv(game, max_steps=4)
+    tried = env.step(act("dance wildly"))
+    broken = env.step({"role": "assistant", "content": "<tool_call>{oops</tool_call>"})
+    assert (broken.done, broken.stop_reason, broken.reward) == (True, "malformed_call", pytest.approx(-0.3))
+    assert tried.reward + broken.reward == pytest.approx(-0.4) and env.invalid == 2
 
 
 def test_the_opening_lists_the_admissible_commands_but_examine_look_inventory():

@@ -79,8 +79,8 @@ class AlfWorldEnv(TextWorldEnv):
     """`TextWorldEnv` on an ALFWorld game: opened through TextWorld with ALFWorld's demangler and
     infos wrappers; the opening is the game's first observation (the room and the task)."""
 
-    def __init__(self, game: Game, invalid_penalty: float = 0.1):
-        super().__init__(game, invalid_penalty, start=self._open_alfworld)
+    def __init__(self, game: Game, invalid_penalty: float = 0.1, max_steps: int = 1):
+        super().__init__(game, invalid_penalty, max_steps, start=self._open_alfworld)
         self._first = None
 
     def _open_alfworld(self, infos):

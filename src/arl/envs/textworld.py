@@ -9,8 +9,11 @@ Reward (the reference lab's ALFWorld reward): 1 for winning, minus `invalid_pena
 action (a command outside the admissible list, a call to an unknown tool or with bad arguments, or
 an unreadable call). The rollout sums the turns' rewards; an episode a budget cuts short gets
 `truncation_reward`, which is the penalties so far, so running out of turns neither hides nor
-adds a penalty. A turn without a tool call ends the episode ("no_action"); winning ends it ("won"),
-as does losing ("lost"), which these small games do not have.
+adds a penalty. A turn without a tool call ends the episode ("no_action"), as does an unreadable
+call ("malformed_call"); both are charged as if every turn left (of `max_steps`) had been an invalid
+action, so that quitting a game never pays better than trying (a policy that is charged per invalid
+action otherwise learns to end hard games early). Winning ends the episode ("won"), as does losing
+("lost"), which these small games do not have.
 
 An episode is its game and its command history: a copy replays the history into a fresh game
 (`copy.deepcopy`, which the conformance check uses), and the same history always gives the same
@@ -19,6 +22,7 @@ observations and rewards.
 
 from __future__ import annotations
 
+import copy
 import threading
 
 from ..data.textworld_games import Game, make_game, require_textworld, shown_commands
@@ -71,8 +75,9 @@ class TextWorldEnv:
     environment with admissible commands and won/lost requested): the generated games' own by default,
     ALFWorld's with its wrappers (`arl.envs.alfworld`)."""
 
-    def __init__(self, game: Game, invalid_penalty: float = INVALID_PENALTY, start=None):
-        self.game, self.invalid_penalty, self._start = game, invalid_penalty, start
+    def __init__(self, game: Game, invalid_penalty: float = INVALID_PENALTY, max_steps: int = 1, start=None):
+        self.game, self.invalid_penalty, self.max_steps, self._start = game, invalid_penalty, max_steps, start
+        self.turns = 0
         self.history: list[str] = []
         """Every command sent through `act`, valid or not: with the game, all there is to an episode."""
         self.invalid = 0
@@ -116,16 +121,22 @@ class TextWorldEnv:
         self._game = self._start(infos) if self._start else textworld.start(self.game.path, request_infos=infos)
         self._game.reset()
 
+    def quit_reward(self) -> float:
+        """The reward of a turn that ends the episode without a command: this turn and every one left
+        of `max_steps` charged as an invalid action."""
+        return -self.invalid_penalty * max(self.max_steps - self.turns + 1, 1)
+
     def step(self, message: dict) -> StepResult:
+        self.turns += 1
         parsed = parse_tool_calls(message["content"])
         if isinstance(parsed, MalformedCall):  # an invalid action that also ends the episode
             self.invalid += 1
             self.close()
-            return StepResult([], -self.invalid_penalty, True, "malformed_call",
+            return StepResult([], self.quit_reward(), True, "malformed_call",
                               {"malformed_calls": 1.0, "invalid_actions": 1.0})
         if not parsed:
             self.close()
-            return StepResult([], 0.0, True, "no_action", {})
+            return StepResult([], self.quit_reward(), True, "no_action", {})
         invalid_before, score_before, messages, errors = self.invalid, self.score, [], 0
         for call in parsed:
             text, ok = call_tool(self.tools, call)
@@ -153,9 +164,13 @@ class TextWorldEnv:
 
     def __deepcopy__(self, memo):
         """A fresh episode of the same game with the same history replayed (a live game cannot be copied)."""
-        twin = TextWorldEnv(self.game, self.invalid_penalty, self._start)
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update({k: copy.copy(v) for k, v in self.__dict__.items() if k != "tools"})
+        twin.tools, twin._game, twin._admissible = (twin.act,), None, list(self.game.admissible)
+        twin.history = []
         for command in self.history:
             twin.act(command)
+        twin.invalid = self.invalid  # also counts calls that sent no command (unknown tool, unreadable)
         return twin
 
     def __del__(self):

@@ -58,7 +58,8 @@ class Config(PolicyConfig):
     max_quest_length: int = 2
     """Commands of a generated game's quest: drawn from 1..max_quest_length per game."""
     invalid_penalty: float = 0.1
-    """Reward subtracted per invalid action (a command outside the admissible list, an unreadable call)."""
+    """Reward subtracted per invalid action (a command outside the admissible list, an unreadable call); a
+    turn that quits (no call, or an unreadable one) is charged for itself and every turn left."""
     max_tokens: int = 48
     """Sampled tokens per assistant turn."""
     max_turns: int = 4
@@ -114,9 +115,9 @@ class Config(PolicyConfig):
         if self.games == "alfworld":
             from ..envs.alfworld import AlfWorldEnv, load_alfworld_games
             return GameTask(load_alfworld_games("train", limit=self.n_train),
-                            load_alfworld_games("valid_unseen", limit=self.n_test), AlfWorldEnv, self.invalid_penalty)
+                            load_alfworld_games("valid_unseen", limit=self.n_test), AlfWorldEnv, self.invalid_penalty, self.max_turns)
         train, test = make_games(self.n_train, self.n_test, self.max_rooms, self.n_objects, self.max_quest_length)
-        return GameTask(train, test, TextWorldEnv, self.invalid_penalty)
+        return GameTask(train, test, TextWorldEnv, self.invalid_penalty, self.max_turns)
 
     def start_weights(self, task: "GameTask") -> str | None:
         """The cold start: SFT on every training game's walkthrough as the game answers it (the `act`
@@ -140,9 +141,11 @@ class GameTask:
     test: list[Game]
     env_type: type
     invalid_penalty: float
+    max_steps: int
+    """The turn budget: what a turn that quits the game is charged for (`TextWorldEnv.quit_reward`)."""
 
     def env(self, game: Game) -> TextWorldEnv:
-        return self.env_type(game, self.invalid_penalty)
+        return self.env_type(game, self.invalid_penalty, self.max_steps)
 
     def envs(self, games: list[Game], copies: int = 1) -> list[list[TextWorldEnv]]:
         return [[self.env(g) for _ in range(copies)] for g in games]
