@@ -74,12 +74,12 @@ def test_replay_from_the_action_history_is_deterministic():
 
 def test_invalid_action_penalty_and_won_reward_by_hand():
     game = two_step_game()
-    env = TextWorldEnv(game, invalid_penalty=0.1)
-    assert env.truncation_reward == 0.0
+    env = TextWorldEnv(game, invalid_penalty=0.1, max_steps=4)
+    assert env.truncation_reward == pytest.approx(-0.4)  # cut before a turn: 4 turns not played
     bad = env.step(act("dance wildly"))  # not admissible: not sent to the game, penalised
     assert bad.reward == pytest.approx(-0.1) and not bad.done and bad.metrics["invalid_actions"] == 1
     assert bad.messages[0]["content"].startswith(INVALID + "\nCommands: ")
-    assert env.truncation_reward == pytest.approx(-0.1)  # a budget cutting the episode keeps the penalty
+    assert env.truncation_reward == pytest.approx(-0.4)  # the penalty kept, 3 turns not played
     unknown = env.step({"role": "assistant", "content": format_tool_call("jump", {})})  # no such tool
     assert unknown.reward == pytest.approx(-0.1) and unknown.messages[0]["content"].startswith("Error:")
     first = env.step(act(game.walkthrough[0].upper()))  # case and spacing do not matter
@@ -140,3 +140,24 @@ def test_alfworld_run_fails_before_any_work(tmp_path):
     assert out.returncode == 2, out.stderr[-2000:]
     assert "games=alfworld" in out.stderr and ("alfworld-download" in out.stderr or "pip install" in out.stderr)
     assert not (tmp_path / "textworld").exists()
+
+
+def test_a_rollout_cut_by_a_budget_is_charged_for_the_turns_it_did_not_play():
+    """Through the real rollout: an invalid command, then a turn that runs out of tokens (turn_too_long)
+    gets the penalty so far plus one per turn not played; a won episode gets 1 minus its penalties."""
+    from arl.models import load_tokenizer
+    from arl.rollout import Budgets, ChatTokens, rollout_groups
+    from conftest import TINY
+    from test_envs import ScriptedSampler
+    chat = ChatTokens(load_tokenizer(TINY), tool_schemas=False)
+    game = two_step_game()
+    budgets = Budgets(max_turns=4, max_tool_calls=4, max_tokens_per_turn=48, max_trajectory_tokens=2048,
+                      max_observation_tokens=64)
+    long_turn = "I am thinking " * 40
+    sampler = ScriptedSampler(chat, [act("dance wildly")["content"], long_turn])
+    [[cut]] = rollout_groups(sampler, [[TextWorldEnv(game, max_steps=4)]], chat, budgets, 1.0, 0)
+    assert cut.stop_reason == "turn_too_long" and cut.reward == pytest.approx(-0.1 * (1 + 3))
+    sampler = ScriptedSampler(chat, [act("dance wildly")["content"], *(act(c)["content"] for c in game.walkthrough)])
+    [[won]] = rollout_groups(sampler, [[TextWorldEnv(game, max_steps=4)]], chat, budgets, 1.0, 0)
+    assert won.stop_reason == "won" and won.reward == pytest.approx(0.9)
+    assert won.metrics["won"] == 1 and won.metrics["invalid_actions"] == 1 and won.metrics["steps"] == 3

@@ -8,11 +8,11 @@ admissible is not sent to the game (its state does not change) and is answered "
 Reward (the reference lab's ALFWorld reward): 1 for winning, minus `invalid_penalty` per invalid
 action (a command outside the admissible list, a call to an unknown tool or with bad arguments, or
 an unreadable call). The rollout sums the turns' rewards; an episode a budget cuts short gets
-`truncation_reward`, which is the penalties so far, so running out of turns neither hides nor
-adds a penalty. A turn without a tool call ends the episode ("no_action"), as does an unreadable
-call ("malformed_call"); both are charged as if every turn left (of `max_steps`) had been an invalid
-action, so that quitting a game never pays better than trying (a policy that is charged per invalid
-action otherwise learns to end hard games early). Winning ends the episode ("won"), as does losing
+`truncation_reward`, the penalties so far (see below for the turns it did not play). A turn without a tool call ends the episode ("no_action"), as does an unreadable
+call ("malformed_call"); both, and a budget cutting the episode short (a turn that runs out of
+tokens), are charged as if every turn left (of `max_steps`) had been an invalid action, so that
+ending a game early never pays better than trying (a policy that is charged per invalid action
+otherwise learns to end hard games early: the first runs here learned to write unreadable calls). Winning ends the episode ("won"), as does losing
 ("lost"), which these small games do not have.
 
 An episode is its game and its command history: a copy replays the history into a fresh game
@@ -89,7 +89,9 @@ class TextWorldEnv:
 
     @property
     def truncation_reward(self) -> float:
-        return -self.invalid_penalty * self.invalid
+        """The penalties so far, and every turn not played (of `max_steps`) charged as an invalid action:
+        a turn that runs out of tokens ends the game as early as quitting does, and must not pay better."""
+        return -self.invalid_penalty * (self.invalid + max(self.max_steps - self.turns, 0))
 
     def initial_messages(self) -> list[dict]:
         return opening(self.game)

@@ -73,6 +73,9 @@ class Config(PolicyConfig):
     off, the system prompt names the tool and the cold start teaches the call format."""
     sft_steps: int = 300
     """Cold-start SFT steps on the training games' walkthroughs (cached across runs with the same settings)."""
+    sft_stages: int = 2
+    """Cold-start stages of sft_steps each: stage k starts from stage k-1's weights (a fresh optimizer, the
+    examples in another order) and is cached on its own, so a longer cold start extends a shorter one."""
     sft_batch_size: int = 16
     """Walkthroughs per cold-start step."""
     sft_learning_rate: float = 3e-3
@@ -81,9 +84,11 @@ class Config(PolicyConfig):
     """Games per step."""
     group_size: int = 8
     """Episodes per game; the group mean is each episode's baseline."""
-    steps: int = 40
+    steps: int = 30
     """Policy-update steps."""
-    eval_every: int = 20
+    learning_rate: float = 2e-4
+    """AdamW learning rate of the RL phase."""
+    eval_every: int = 15
     """Evaluate on the held-out games every N steps (and before and after)."""
 
     def validate(self) -> None:
@@ -93,6 +98,8 @@ class Config(PolicyConfig):
             raise ValueError(f"games={self.games!r}: use textworld or alfworld")
         if self.max_rooms < 1 or self.n_objects < 1 or self.max_quest_length < 1:
             raise ValueError("max_rooms, n_objects and max_quest_length must be at least 1")
+        if self.sft_stages < 1:
+            raise ValueError(f"sft_stages={self.sft_stages}: must be at least 1 (sft_steps=0 turns the cold start off)")
         if self.invalid_penalty < 0:
             raise ValueError(f"invalid_penalty={self.invalid_penalty}: must be >= 0")
         if self.games == "alfworld":
@@ -128,11 +135,15 @@ class Config(PolicyConfig):
         conversations = [(opening(g), env.tools, walkthrough_messages(env)) for g in task.train
                          for env in [task.env(g)]]
         digest = content_digest([o + m for o, _, m in conversations[::20]])
-        spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
-                         task=f"textworld-{digest}-{len(conversations)}-obs{self.max_observation_tokens}"
-                              f"-schemas{int(self.tool_schemas)}")
-        return run_cold_start(spec, task.train, lambda tokenizer: demonstration_examples(
-            tokenizer, self.tool_schemas, conversations, self.max_observation_tokens))
+        path = None
+        for stage in range(self.sft_stages):
+            spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
+                             data_seed=stage, init=path,
+                             task=f"textworld-{digest}-{len(conversations)}-obs{self.max_observation_tokens}"
+                                  f"-schemas{int(self.tool_schemas)}")
+            path = run_cold_start(spec, task.train, lambda tokenizer: demonstration_examples(
+                tokenizer, self.tool_schemas, conversations, self.max_observation_tokens))
+        return path
 
 
 @dataclass
@@ -158,9 +169,9 @@ def game_item(game: Game) -> dict:
 
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=2, max_tokens=32, max_turns=2,
-                  sft_steps=2, n_train=4, n_test=2, max_rooms=1, n_objects=3, max_quest_length=2, eval_every=1,
+                  sft_steps=2, sft_stages=1, n_train=4, n_test=2, max_rooms=1, n_objects=3, max_quest_length=2, eval_every=1,
                   save_every=1),
-    "mini": dict(model="arl/tiny-qwen3-2m"),
+    "mini": {},
     "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, n_train=2000, n_test=200,
                  max_rooms=5, n_objects=10, max_quest_length=5, max_tokens=256, max_turns=30,
                  max_trajectory_tokens=12_000, max_observation_tokens=512, tool_schemas=True, sft_steps=0,
