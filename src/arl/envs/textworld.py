@@ -35,9 +35,10 @@ INVALID = "Invalid command."
 COUNTERS = ("won", "steps", "invalid_actions", "score")
 """Per-episode metrics (sums of the turns'), reported even when no episode had them."""
 STOP_REASONS = ("won", "lost", "no_action")
-_GAME_LOCK = threading.Lock()
+_GAME_LOCK = threading.RLock()
 """The rollout steps environments in threads; TextWorld's parsers are not thread-safe (the reference
-lab guards its in-process env the same way). A step takes a few milliseconds."""
+lab guards its in-process env the same way). A step takes a few milliseconds. Re-entrant: a game
+closed while its thread holds the lock must not wait for itself."""
 
 
 def normalise(command: str) -> str:
@@ -159,6 +160,8 @@ class TextWorldEnv:
         return StepResult(messages, reward, metrics=metrics)
 
     def close(self) -> None:
+        """Free the live game (an episode the rollout cut short is freed by the garbage collector: no
+        `__del__` here, since one that takes the lock can run inside a locked step and wait for itself)."""
         if self._game is not None:
             with _GAME_LOCK:
                 self._game.close()
@@ -175,11 +178,6 @@ class TextWorldEnv:
         twin.invalid = self.invalid  # also counts calls that sent no command (unknown tool, unreadable)
         return twin
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown: the game's process is going anyway
-            pass
 
 
 def walkthrough_messages(env: TextWorldEnv) -> list[dict]:
