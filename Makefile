@@ -44,8 +44,10 @@ path02: setup
 	$(BIN)/arl compare opd-specialist --seeds 3 --out runs/compare/opd-specialist
 	$(BIN)/arl compare opsd --seeds 3 --out runs/compare/opsd
 
-# The results of path 03's chapter note (search-r1): the mini preset over 3 seeds, about 40 minutes on 2
-# cores once the cold start is cached in ~/.cache/arl (15 more the first time); rerun to resume.
+# The results of path 03's chapter notes (search-r1, textworld): the mini presets over 3 seeds, about 40
+# minutes on 2 cores for search-r1 once its cold start is cached in ~/.cache/arl (15 more the first time),
+# about 7 for textworld at 1 thread once its games and cold start are cached (about 25 more the first
+# time); rerun to resume.
 path03: setup
 	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
 	$(BIN)/arl --threads 1 compare textworld --seeds 3 --jobs 1 --out runs/compare/textworld
