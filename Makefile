@@ -46,12 +46,14 @@ path02: setup
 	$(BIN)/arl compare opd-specialist --seeds 3 --set stages=sft-idt-opd --set idt_steps=200 \
 	    --out runs/compare/opd-specialist-sft-idt
 
-# The results of path 03's chapter notes (search-r1, retool): the mini presets over 3 seeds, about 40 and
-# 15 minutes on 2 cores once the cold starts are cached in ~/.cache/arl (15 and 10 more the first time);
-# rerun to resume.
+# The results of path 03's chapter notes (search-r1, retool, textworld): the mini presets over 3 seeds,
+# about 40 minutes on 2 cores for search-r1 once its cold start is cached in ~/.cache/arl (15 more the
+# first time), about 15 for retool (18 more the first time) and 7 for textworld (about 25 more the first
+# time: games and cold start) at 1 thread; rerun to resume.
 path03: setup
 	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
 	$(BIN)/arl --threads 1 compare retool --seeds 3 --jobs 1 --out runs/compare/retool
+	$(BIN)/arl --threads 1 compare textworld --seeds 3 --jobs 1 --out runs/compare/textworld
 
 # The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
 # about 20 minutes on 2 cores; rerun to resume.

@@ -48,6 +48,8 @@ STEP_KEYS = {
     "retool": {"reward/mean", "rollout/reward", "rollout/no_tool_rate", "rollout/stop/answered", "sandbox/calls",
                "sandbox/ok", "sandbox/error", "sandbox/timeout", "sandbox/killed", "sandbox/latency_mean_s",
                "train/masked_tokens"},
+    "textworld": {"reward/mean", "reward/frac_degenerate", "rollout/won", "rollout/steps", "rollout/invalid_actions",
+                  "rollout/score", "rollout/turns", "train/tokens", "train/masked_tokens", "time/sample"},
 }
 LAST_STEP = {"opd-specialist": 10}
 """Chapters whose smoke run logs more than 2 steps (five 2-step stages)."""
@@ -80,7 +82,7 @@ def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
         assert decided.returncode == 0, decided.stderr[-3000:]
         assert "p(yes)=" in decided.stdout and "E[score]=" in decided.stdout
     assert list(run.plots_dir.glob("*.png"))
-    if chapter in ("search-r1", "retool"):  # multi-turn rows, stored per turn, and their token-level page
+    if chapter in ("search-r1", "retool", "textworld"):  # multi-turn rows, stored per turn, and their token-level page
         row = run.read_rollouts(1)[0]
         assert all(len(t["tokens"]) == len(t["source"]) == len(t["logprobs"]) for t in row["turns"])
         page = arl_cli("show", str(run.path))

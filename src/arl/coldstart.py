@@ -18,6 +18,7 @@ from .data import Problem, format_privileged_prompt, format_prompt, load_math_ta
 from .models import model_dir
 from .models.cache import read_manifest
 from .rollout import sft_datum
+from .rollout.multiturn import ChatTokens, demonstration_stream
 from .track import progress
 from .types import AdamParams
 
@@ -98,6 +99,26 @@ def _unboxed(solution: str) -> str:
         return solution
     inner, _, rest = tail.partition("}")
     return head + inner + rest
+
+
+def content_digest(shown) -> str:
+    """A short digest of what demonstrations show (a sample of them, the tool schema, ...), for a cold
+    start's `task` name: a change to the prompt, the data or the result format then trains a new cold
+    start instead of reusing a stale one."""
+    return hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:10]
+
+
+def demonstration_examples(tokenizer, tool_schemas: bool, conversations: Sequence[tuple],
+                           max_observation_tokens: int) -> list[tuple[list[int], list[int], list[int]]]:
+    """(prompt, tokens, mask) per multi-turn demonstration `(opening, tools, messages)`, laid out by
+    `demonstration_stream` exactly as a rollout lays out its tokens, the mask picking the assistant's
+    (policy) tokens: the examples `run_cold_start` takes for an agent chapter."""
+    chat = ChatTokens(tokenizer, tool_schemas)
+    out = []
+    for opening, tools, messages in conversations:
+        prompt, tokens, source = demonstration_stream(chat, opening, tools, messages, max_observation_tokens)
+        out.append((prompt, tokens, [int(s == "A") for s in source]))
+    return out
 
 
 def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[object], list[tuple]] | None = None) -> str:

@@ -403,11 +403,12 @@ def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], frac_degenerate: 
 
 
 def episode_metrics(groups: Sequence[Sequence], kept: Sequence[Rollout], frac_degenerate: float, t_sample: float,
-                    t_total: float) -> dict[str, float]:
-    """The step metrics every multi-turn chapter logs: the episodes' summary (`rollout/...`: reward,
-    turns, tool calls, stop reasons), what was trained and what was context, timings."""
+                    t_total: float, counters: Sequence[str] = (), stop_reasons: Sequence[str] = ()) -> dict[str, float]:
+    """The step metrics of the agent chapters (groups of multi-turn `Trajectory`s): the rollout summary
+    (`rollout/...`, `arl.rollout.multiturn.summarize` with the environment's `counters` and
+    `stop_reasons`), rewards, what was trained and what was masked context, timings."""
     flat = [t for g in groups for t in g]
-    return {**{f"rollout/{k}": v for k, v in summarize(flat).items()},
+    return {**{f"rollout/{k}": v for k, v in summarize(flat, counters, stop_reasons).items()},
             "reward/mean": sum(t.reward for t in flat) / len(flat), "reward/frac_degenerate": frac_degenerate,
             "train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
             "train/masked_tokens": float(sum(len(r.tokens) - r.trained_tokens() for r in kept)),
@@ -431,9 +432,12 @@ def rollout_rows(problems, groups, rewards_BG, adv_BG) -> list[dict]:
             for p, seqs, rs, advs in zip(problems, groups, rewards_BG, adv_BG) for s, r, a in zip(seqs, rs, advs)]
 
 
-def finish_episodes(cfg: PolicyConfig, run, session: Session, title: str, keys: Sequence[str]) -> None:
+def finish_episodes(cfg: PolicyConfig, run, session: Session, title: str, keys: Sequence[str],
+                    table_keys: Sequence[str] | None = None, prompt_key: str = "question") -> None:
     """A multi-turn chapter's end: the before/after summary of the held-out episodes' `keys` (`keys[0]`
-    the headline; `eval/summary.json`, which marks the run finished), plots and the report."""
+    the headline; `eval/summary.json`, which marks the run finished), plots and the report, whose
+    evaluation table shows `table_keys` (default `keys`) and whose sampled episodes open with the
+    rollout row's `prompt_key`."""
     session.tracker.close()
     evals, summary = before_after(run, keys, main=keys[0])
     run.write_eval("summary", {**summary, "config": asdict(cfg)})
@@ -441,8 +445,9 @@ def finish_episodes(cfg: PolicyConfig, run, session: Session, title: str, keys: 
     report.write_report(
         run, title,
         summary_rows=[{"metric": k, "before": summary[f"{k}/before"], "after": summary[f"{k}/after"]} for k in keys],
-        eval_table=[{"step": int(n.split("-")[1]), **{k: e.get(k) for k in keys}} for n, e in sorted(evals.items())],
-        rollouts_sample=[{"step": r["step"], "prompt": r["question"], "completion": "\n---\n".join(t["text"] for t in r["turns"]),
+        eval_table=[{"step": int(n.split("-")[1]), **{k: e.get(k) for k in table_keys or keys}}
+                    for n, e in sorted(evals.items())],
+        rollouts_sample=[{"step": r["step"], "prompt": r[prompt_key], "completion": "\n---\n".join(t["text"] for t in r["turns"]),
                           "reward": r["reward"], "advantage": r["advantage"], "stop_reason": r["stop_reason"]}
                          for r in run.read_rollouts(cfg.steps)[:6]],
     )

@@ -92,7 +92,7 @@ class EnvSpec:
 
 
 REGISTRY: dict[str, EnvSpec] = {}
-ENV_MODULES = ("arl.envs.search_r1", "arl.envs.retool")
+ENV_MODULES = ("arl.envs.search_r1", "arl.envs.retool", "arl.envs.textworld")
 """Every module that registers an environment: a new environment adds its module here."""
 
 

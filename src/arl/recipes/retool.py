@@ -23,22 +23,19 @@ Logged per step: tool-call rate, sandbox outcomes (ok, error, timeout, killed) a
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import time
 from dataclasses import dataclass
 
 from .. import advantages, policy
 from ..client import ServiceClient
-from ..coldstart import ColdStart, run_cold_start
+from ..coldstart import ColdStart, content_digest, demonstration_examples, run_cold_start
 from ..data import load_math_task
 from ..data.calculation import Calculation, demonstration, make_split
 from ..envs.retool import CodeEnv, opening
 from ..eval.agent import evaluate_agent
 from ..policy import PolicyConfig, Rollout
 from ..rollout import Budgets, ChatTokens, rollout_groups
-from ..rollout.multiturn import demonstration_stream
 from ..settings import configure
 from ..tools.sandbox import Sandbox, SandboxConfig, make_code_interpreter, sandbox_metrics
 from ..track import RunDir, Tracker, progress
@@ -127,21 +124,14 @@ class Config(PolicyConfig):
             return None
         rng = random.Random(0)
         conversations = [(opening(c.question), demonstration(c, rng.random() >= self.sft_direct_fraction)) for c in train]
-        shown = [o + d for o, d in conversations[::50]]
-        digest = hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:10]
+        digest = content_digest([o + d for o, d in conversations[::50]])
         spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
                          task=f"retool-{digest}-{len(conversations)}-direct{self.sft_direct_fraction}"
                               f"-schemas{int(self.tool_schemas)}")
-        tool = make_code_interpreter()  # only its schema is read: demonstrations carry their outputs
-
-        def examples(tokenizer) -> list[tuple]:
-            chat = ChatTokens(tokenizer, self.tool_schemas)
-            out = []
-            for start, demo in conversations:
-                prompt, tokens, source = demonstration_stream(chat, start, (tool,), demo, self.max_observation_tokens)
-                out.append((prompt, tokens, [int(s == "A") for s in source]))
-            return out
-        return run_cold_start(spec, train, examples)
+        tools = (make_code_interpreter(),)  # only its schema is read: demonstrations carry their outputs
+        return run_cold_start(spec, train, lambda tokenizer: demonstration_examples(
+            tokenizer, self.tool_schemas, [(start, tools, demo) for start, demo in conversations],
+            self.max_observation_tokens))
 
 
 PRESETS = {

@@ -21,15 +21,13 @@ training question touches, so nothing can be memorised. An SFT cold start on gol
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import advantages, policy
 from ..client import ServiceClient
-from ..coldstart import ColdStart, run_cold_start
+from ..coldstart import ColdStart, content_digest, demonstration_examples, run_cold_start
 from ..data.encyclopedia import Question, demonstration, make_encyclopedia
 from ..data.qa import load_qa_jsonl
 from ..envs.search_r1 import SearchEnv, opening
@@ -37,7 +35,6 @@ from ..envs.tools import tool_schema
 from ..eval.agent import evaluate_agent
 from ..policy import PolicyConfig, Rollout
 from ..rollout import Budgets, ChatTokens, rollout_groups
-from ..rollout.multiturn import demonstration_stream
 from ..settings import configure
 from ..tools.search import BM25Index, search_tool
 from ..track import RunDir, Tracker, progress
@@ -124,20 +121,14 @@ class Config(PolicyConfig):
         conversations = [(q, w.search, opening(q), demonstration(q, w.search)) for w in worlds for q in w.train]
         # the cache key names the demonstrations by content (prompt, tool schema, data, result format),
         # so a change to any of them trains a new cold start instead of reusing a stale one
-        shown = [o + d for _, _, o, d in conversations[::50]] + [tool_schema(task.search)]
-        digest = hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:10]
+        digest = content_digest([o + d for _, _, o, d in conversations[::50]] + [tool_schema(task.search)])
         spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
                          task=f"search-r1-{digest}-{len(conversations)}-obs{self.max_observation_tokens}"
                               f"-schemas{int(self.tool_schemas)}")
 
-        def examples(tokenizer) -> list[tuple]:
-            chat = ChatTokens(tokenizer, self.tool_schemas)
-            out = []
-            for _, search, start, demo in conversations:
-                prompt, tokens, source = demonstration_stream(chat, start, (search,), demo, self.max_observation_tokens)
-                out.append((prompt, tokens, [int(s == "A") for s in source]))
-            return out
-        return run_cold_start(spec, task.train, examples)
+        return run_cold_start(spec, task.train, lambda tokenizer: demonstration_examples(
+            tokenizer, self.tool_schemas, [(start, (search,), demo) for _, search, start, demo in conversations],
+            self.max_observation_tokens))
 
 
 @dataclass

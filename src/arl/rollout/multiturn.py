@@ -354,14 +354,17 @@ def _extend(br: _Branch, turn: Turn, result, sampled: Sequence[int], chat: ChatT
     return True
 
 
-def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+def summarize(trajectories: Sequence[Trajectory], counters: Sequence[str] = (),
+              stop_reasons: Sequence[str] = ()) -> dict[str, float]:
     """Means over episodes: reward, turns, each counted metric (tool_calls, correct, ...), how many
     episodes called no tool, the share of tool-call attempts that parsed (`valid_tool_call_rate`,
-    left out when nothing was attempted), and the share of each stop reason (`stop/<reason>`)."""
+    left out when nothing was attempted), and the share of each stop reason (`stop/<reason>`).
+    `counters` and `stop_reasons` name an environment's own metrics and reasons to report even when
+    no episode had them (as 0)."""
     n = len(trajectories)
     # the tool counters and the stop reasons are always reported (0 when none happened), so a series
     # of evaluations has the same keys at every step
-    keys = sorted({"tool_calls", "tool_errors", "malformed_calls"} | {k for t in trajectories for k in t.metrics})
+    keys = sorted({"tool_calls", "tool_errors", "malformed_calls", *counters} | {k for t in trajectories for k in t.metrics})
     # tool_calls counts parsed calls (a call to an unknown tool or with bad arguments included: it
     # parsed, and its error came back as an observation); an episode whose only call was malformed
     # counts as one without a tool call.
@@ -373,6 +376,6 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     attempts = calls + sum(t.metrics.get("malformed_calls", 0.0) for t in trajectories)
     if attempts:
         out["valid_tool_call_rate"] = calls / attempts
-    for reason in sorted({"answered", "malformed_call", *TRUNCATIONS} | {t.stop_reason for t in trajectories}):
+    for reason in sorted({"answered", "malformed_call", *TRUNCATIONS, *stop_reasons} | {t.stop_reason for t in trajectories}):
         out[f"stop/{reason}"] = sum(t.stop_reason == reason for t in trajectories) / n
     return out

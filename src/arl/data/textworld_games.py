@@ -1,0 +1,109 @@
+"""Small TextWorld games generated on the spot, with fixed seeds, in a train and a held-out split.
+
+Each game is a real TextWorld game (Côté et al. 2018, the `textworld` package): a few rooms and
+objects and one quest (e.g. "take the latchkey from the basket, then unlock the box with it"),
+compiled by Inform 7 into a Z-machine file and played by jericho. Its size is drawn from its seed
+(1..`max_rooms` rooms, 1..`max_quest_length` quest steps, `n_objects` objects), so a split mixes
+easy and harder games. Training games have seeds 0..n-1, held-out games seeds from `TEST_SEED`
+up: no held-out game is ever trained on. Generating a game takes about 0.6 s; each is built once
+into the cache (`$ARL_HOME/textworld/`) with its objective, its walkthrough (the quest's winning
+commands, which the SFT cold start demonstrates) and its opening state.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import settings
+from ..models.cache import ensure_built, read_manifest
+
+BUILD = 1
+"""Bump when the generation or the recorded fields change, so cached games are rebuilt."""
+TEST_SEED = 1_000_000
+"""Held-out games have seeds TEST_SEED, TEST_SEED + 1, ...: disjoint from every training seed."""
+# jericho warns that it cannot track score and moves in TextWorld's games; TextWorld tracks both itself
+warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
+HIDDEN = ("examine ", "look", "inventory")
+"""Admissible commands that are not listed in observations (they never advance a quest; listing
+them would double the tokens of every observation): they stay valid if the model sends them."""
+
+
+@dataclass(frozen=True)
+class Game:
+    seed: int
+    path: str
+    """The compiled game (.z8)."""
+    rooms: int
+    quest_length: int
+    objective: str
+    """The game's own statement of the quest."""
+    walkthrough: tuple[str, ...]
+    """The quest's winning commands, in order."""
+    room: str
+    """The name of the starting room."""
+    admissible: tuple[str, ...]
+    """Admissible commands in the starting state."""
+
+
+def require_textworld():
+    """The `textworld` module, or an error saying how to install it."""
+    try:
+        import textworld
+    except ImportError as e:
+        raise RuntimeError("the TextWorld chapter needs the textworld package: pip install 'textworld>=1.7,<1.8' "
+                           "(jericho is compiled from source: gcc and g++ must be installed)") from e
+    return textworld
+
+
+def game_size(seed: int, max_rooms: int, max_quest_length: int) -> tuple[int, int]:
+    """(rooms, quest length) of game `seed`: drawn uniformly from 1..max, from the seed alone."""
+    rng = random.Random(f"textworld-size-{seed}")
+    return rng.randint(1, max_rooms), rng.randint(1, max_quest_length)
+
+
+def make_game(seed: int, max_rooms: int = 2, n_objects: int = 4, max_quest_length: int = 3) -> Game:
+    """Game `seed` (generated and compiled once, then read from the cache)."""
+    textworld = require_textworld()
+    rooms, quest_length = game_size(seed, max_rooms, max_quest_length)
+    stamp = {"kind": "textworld-game", "build": BUILD, "textworld": textworld.__version__, "seed": seed,
+             "rooms": rooms, "objects": n_objects, "quest_length": quest_length}
+    folder = settings.get().home / "textworld" / f"r{rooms}-o{n_objects}-q{quest_length}-seed{seed}"
+    ensure_built(folder, stamp, lambda tmp: _generate(textworld, tmp, seed, rooms, n_objects, quest_length))
+    m = read_manifest(folder)
+    return Game(seed, str(folder / "game.z8"), rooms, m["quest_length"], m["objective"], tuple(m["walkthrough"]),
+                m["room"], tuple(m["admissible"]))
+
+
+def make_games(n_train: int, n_test: int, max_rooms: int = 2, n_objects: int = 4,
+               max_quest_length: int = 3) -> tuple[list[Game], list[Game]]:
+    """(training games: seeds 0..n_train-1, held-out games: seeds TEST_SEED..TEST_SEED+n_test-1)."""
+    def make(seeds):
+        return [make_game(s, max_rooms, n_objects, max_quest_length) for s in seeds]
+    return make(range(n_train)), make(range(TEST_SEED, TEST_SEED + n_test))
+
+
+def shown_commands(admissible) -> list[str]:
+    """The commands an observation lists: the admissible ones but `HIDDEN`, sorted."""
+    return sorted(c for c in admissible if not c.startswith(HIDDEN))
+
+
+def _generate(textworld, tmp: Path, seed: int, rooms: int, n_objects: int, quest_length: int) -> dict:
+    options = textworld.GameOptions()
+    options.nb_rooms, options.nb_objects, options.quest_length = rooms, n_objects, quest_length
+    options.seeds = seed
+    options.path = str(tmp / "game.z8")
+    options.force_recompile = True
+    path, game = textworld.make(options)
+    walkthrough = list(game.metadata.get("walkthrough") or game.main_quest.commands)
+    env = textworld.start(path, request_infos=textworld.EnvInfos(admissible_commands=True, description=True))
+    try:
+        state = env.reset()
+        room = state.description.strip().splitlines()[0].strip("-= ").strip()
+        admissible = list(state.admissible_commands)
+    finally:
+        env.close()
+    return {"objective": game.objective, "walkthrough": walkthrough, "quest_length": len(walkthrough),
+            "room": room, "admissible": admissible}
