@@ -402,6 +402,23 @@ def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], frac_degenerate: 
     }
 
 
+def episode_advantages(groups: Sequence[Sequence], adv_scale: str) -> float:
+    """Set each episode's group-relative advantage, r - mean(group) (`adv_scale` "std": divided by the
+    group's std), on the trajectory itself, where the rollout log reads it; a degenerate group's episodes
+    get 0. Returns the share of degenerate groups."""
+    adv_BG, frac_degenerate = advantages.batch_advantages([[t.reward for t in g] for g in groups], adv_scale)
+    for g, adv_G in zip(groups, adv_BG):
+        for t, a in zip(g, adv_G):
+            t.advantage = a
+    return frac_degenerate
+
+
+def trained_episodes(groups: Sequence[Sequence]) -> list[Rollout]:
+    """The episodes with signal (advantage not 0) as `Rollout`s of their whole stream, the mask marking
+    the policy's tokens: observation and template tokens are context, never trained."""
+    return [Rollout(t.prompt, t.tokens, t.logprobs, t.advantage, t.mask) for g in groups for t in g if t.advantage]
+
+
 def episode_metrics(groups: Sequence[Sequence], kept: Sequence[Rollout], frac_degenerate: float, t_sample: float,
                     t_total: float, counters: Sequence[str] = (), stop_reasons: Sequence[str] = ()) -> dict[str, float]:
     """The step metrics of the agent chapters (groups of multi-turn `Trajectory`s): the rollout summary

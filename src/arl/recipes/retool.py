@@ -27,14 +27,14 @@ import random
 import time
 from dataclasses import dataclass
 
-from .. import advantages, policy
+from .. import policy
 from ..client import ServiceClient
 from ..coldstart import ColdStart, content_digest, demonstration_examples, run_cold_start
 from ..data import load_math_task
 from ..data.calculation import Calculation, demonstration, make_split
 from ..envs.retool import CodeEnv, opening
 from ..eval.agent import evaluate_agent
-from ..policy import PolicyConfig, Rollout
+from ..policy import PolicyConfig
 from ..rollout import Budgets, ChatTokens, rollout_groups
 from ..settings import configure
 from ..tools.sandbox import Sandbox, SandboxConfig, make_code_interpreter, sandbox_metrics
@@ -180,13 +180,10 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t_sample = time.perf_counter() - t0
 
             # 2. group-relative advantage of each episode's outcome reward (degenerate groups come back all zero)
-            adv_BG, frac_degenerate = advantages.batch_advantages([[t.reward for t in g] for g in groups], cfg.adv_scale)
-            for g, advs in zip(groups, adv_BG):
-                for t, a in zip(g, advs):
-                    t.advantage = a
+            frac_degenerate = policy.episode_advantages(groups, cfg.adv_scale)
 
             # 3. one policy-gradient step on the policy's tokens; interpreter output is context, never trained
-            kept = [Rollout(t.prompt, t.tokens, t.logprobs, t.advantage, t.mask) for g in groups for t in g if t.advantage]
+            kept = policy.trained_episodes(groups)
             lr = cfg.learning_rate_at(step)
             metrics = policy.policy_step(client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, ref) if kept else {}
             t_total = time.perf_counter() - t0

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import advantages, policy
+from .. import policy
 from ..client import ServiceClient
 from ..coldstart import ColdStart, content_digest, demonstration_examples, run_cold_start
 from ..data.encyclopedia import Question, demonstration, make_encyclopedia
@@ -33,7 +33,7 @@ from ..data.qa import load_qa_jsonl
 from ..envs.search_r1 import SearchEnv, opening
 from ..envs.tools import tool_schema
 from ..eval.agent import evaluate_agent
-from ..policy import PolicyConfig, Rollout
+from ..policy import PolicyConfig
 from ..rollout import Budgets, ChatTokens, rollout_groups
 from ..settings import configure
 from ..tools.search import BM25Index, search_tool
@@ -181,13 +181,10 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t_sample = time.perf_counter() - t0
 
             # 2. group-relative advantage of each episode's reward (degenerate groups come back all zero)
-            adv_BG, frac_degenerate = advantages.batch_advantages([[t.reward for t in g] for g in groups], cfg.adv_scale)
-            for g, advs in zip(groups, adv_BG):
-                for t, a in zip(g, advs):
-                    t.advantage = a
+            frac_degenerate = policy.episode_advantages(groups, cfg.adv_scale)
 
             # 3. one policy-gradient step on the policy's tokens of the episodes with signal
-            kept = [Rollout(t.prompt, t.tokens, t.logprobs, t.advantage, t.mask) for g in groups for t in g if t.advantage]
+            kept = policy.trained_episodes(groups)
             lr = cfg.learning_rate_at(step)
             metrics = policy.policy_step(client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, ref) if kept else {}
             t_total = time.perf_counter() - t0

@@ -27,13 +27,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .. import advantages, policy
+from .. import policy
 from ..client import ServiceClient
 from ..coldstart import ColdStart, content_digest, demonstration_examples, run_cold_start
 from ..data.textworld_games import Game, make_games
 from ..envs.textworld import COUNTERS, STOP_REASONS, TextWorldEnv, opening, walkthrough_messages
 from ..eval.agent import evaluate_agent
-from ..policy import PolicyConfig, Rollout
+from ..policy import PolicyConfig
 from ..rollout import Budgets, ChatTokens, rollout_groups
 from ..settings import configure
 from ..track import RunDir, Tracker, progress
@@ -209,13 +209,10 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             t_sample = time.perf_counter() - t0
 
             # 2. group-relative advantage over the branches of the same game (degenerate groups: all zero)
-            adv_BG, frac_degenerate = advantages.batch_advantages([[t.reward for t in g] for g in groups], cfg.adv_scale)
-            for g, advs in zip(groups, adv_BG):
-                for t, a in zip(g, advs):
-                    t.advantage = a
+            frac_degenerate = policy.episode_advantages(groups, cfg.adv_scale)
 
             # 3. one policy-gradient step on the policy's tokens (observations masked) of episodes with signal
-            kept = [Rollout(t.prompt, t.tokens, t.logprobs, t.advantage, t.mask) for g in groups for t in g if t.advantage]
+            kept = policy.trained_episodes(groups)
             lr = cfg.learning_rate_at(step)
             metrics = policy.policy_step(client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, ref) if kept else {}
             t_total = time.perf_counter() - t0
