@@ -402,6 +402,12 @@ def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], frac_degenerate: 
     }
 
 
+def episode_seed(cfg: GroupSampling, step: int) -> int:
+    """The rollout seed of 0-based step `step` of an agent chapter (`rollout_groups` derives every
+    turn's and branch's seed from it): distinct per step and per run seed."""
+    return cfg.seed * 1_000_000_007 + step * 10_000_019
+
+
 def episode_advantages(groups: Sequence[Sequence], adv_scale: str) -> float:
     """Set each episode's group-relative advantage, r - mean(group) (`adv_scale` "std": divided by the
     group's std), on the trajectory itself, where the rollout log reads it; a degenerate group's episodes

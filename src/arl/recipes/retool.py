@@ -176,7 +176,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             problems = policy.step_problems(train, step, cfg.batch_prompts)
             results.clear()
             groups = rollout_groups(sampler, envs(problems, cfg.group_size), chat, budgets, cfg.temperature,
-                                    seed=cfg.seed * 1_000_000_007 + step * 10_000_019)
+                                    policy.episode_seed(cfg, step))
             t_sample = time.perf_counter() - t0
 
             # 2. group-relative advantage of each episode's outcome reward (degenerate groups come back all zero)

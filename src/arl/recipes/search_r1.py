@@ -177,7 +177,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             sampler = client.save_weights_and_get_sampling_client()
             questions = policy.step_problems(task.train, step, cfg.batch_prompts)
             groups = rollout_groups(sampler, task.envs(questions, cfg.group_size), chat, budgets, cfg.temperature,
-                                    seed=cfg.seed * 1_000_000_007 + step * 10_000_019)
+                                    policy.episode_seed(cfg, step))
             t_sample = time.perf_counter() - t0
 
             # 2. group-relative advantage of each episode's reward (degenerate groups come back all zero)

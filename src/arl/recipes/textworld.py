@@ -205,7 +205,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             sampler = client.save_weights_and_get_sampling_client()
             games = policy.step_problems(task.train, step, cfg.batch_prompts)
             groups = rollout_groups(sampler, task.envs(games, cfg.group_size), chat, budgets, cfg.temperature,
-                                    seed=cfg.seed * 1_000_000_007 + step * 10_000_019)
+                                    policy.episode_seed(cfg, step))
             t_sample = time.perf_counter() - t0
 
             # 2. group-relative advantage over the branches of the same game (degenerate groups: all zero)
