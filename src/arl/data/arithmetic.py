@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from arl.data.problem import Problem
+from arl.data.problem import Problem, check_split_sizes
 
 MAX_VALUE = 199
 
@@ -252,9 +252,7 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200,
     """Return `(train, test)`: fixed for a given seed and level on every machine, disjoint by question text."""
     if level not in LEVELS:
         raise ValueError(f"level={level!r}: choose one of {sorted(LEVELS)}")
-    for field, value in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(value, int) or value < 0:
-            raise ValueError(f"{field} must be a non-negative integer, got {value!r}")
+    check_split_sizes(n_train, n_test)
     rng = random.Random(seed)
     seen: set[str] = set()
     prefix = f"arith-s{seed}" if level == "standard" else f"arith-{level}-s{seed}"

@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from arl.data.problem import check_split_sizes
 from arl.envs.tools import format_tool_call
 
 
@@ -84,9 +85,7 @@ def _draw(rng: random.Random, n: int, seen: set[str], prefix: str) -> list[Calcu
 
 def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[list[Calculation], list[Calculation]]:
     """Return `(train, test)`: fixed for a given seed on every machine, disjoint by question text."""
-    for field, value in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(value, int) or value < 0:
-            raise ValueError(f"{field} must be a non-negative integer, got {value!r}")
+    check_split_sizes(n_train, n_test)
     rng = random.Random(seed)
     seen: set[str] = set()
     test = _draw(rng, n_test, seen, f"calc-s{seed}-test")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 
 from arl.data.arithmetic import MAX_VALUE, OutOfRange, Steps, draw_problems
-from arl.data.problem import Problem
+from arl.data.problem import Problem, check_split_sizes
 
 
 PATIENTS = ("A patient", "A child", "An adult patient", "A baby", "An older patient")
@@ -86,9 +86,7 @@ TEMPLATES = (_by_weight, _split_dose, _tablets, _drip, _stock)
 
 def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[list[Problem], list[Problem]]:
     """Return `(train, test)`: fixed for a given seed on every machine, disjoint by question text."""
-    for field, value in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(value, int) or value < 0:
-            raise ValueError(f"{field} must be a non-negative integer, got {value!r}")
+    check_split_sizes(n_train, n_test)
     rng = random.Random(seed)
     seen: set[str] = set()
     test = draw_problems(rng, n_test, seen, f"dose-s{seed}-test", TEMPLATES)

@@ -40,3 +40,10 @@ def format_privileged_prompt(problem: Problem) -> list[dict]:
     student's prompt never has), a note on using it, and the same answer-format instruction."""
     return [{"role": "user", "content": f"{problem.question}\n{PRIVILEGED_HEADER}\n{problem.solution}\n"
                                         f"{PRIVILEGED_NOTE}\n{INSTRUCTION}"}]
+
+
+def check_split_sizes(n_train: int, n_test: int) -> None:
+    """The sizes a generated task's `make_split` takes: non-negative integers, else a ValueError naming the field."""
+    for field, value in (("n_train", n_train), ("n_test", n_test)):
+        if not isinstance(value, int) or value < 0:
+            raise ValueError(f"{field} must be a non-negative integer, got {value!r}")

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from ..data.textworld_games import Game, require_textworld
-from .textworld import TextWorldEnv
+from .textworld import INVALID_PENALTY, SYSTEM_PROMPT, TextWorldEnv, observation
 
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
               "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
@@ -79,7 +79,7 @@ class AlfWorldEnv(TextWorldEnv):
     """`TextWorldEnv` on an ALFWorld game: opened through TextWorld with ALFWorld's demangler and
     infos wrappers; the opening is the game's first observation (the room and the task)."""
 
-    def __init__(self, game: Game, invalid_penalty: float = 0.1, max_steps: int = 1):
+    def __init__(self, game: Game, invalid_penalty: float = INVALID_PENALTY, max_steps: int = 1):
         super().__init__(game, invalid_penalty, max_steps, start=self._open_alfworld)
         self._first = None
 
@@ -99,5 +99,4 @@ class AlfWorldEnv(TextWorldEnv):
             finally:
                 env.close()
             self._admissible = self._first[1]
-        from .textworld import SYSTEM_PROMPT, observation
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": observation(*self._first)}]

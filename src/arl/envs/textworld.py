@@ -27,7 +27,7 @@ import threading
 
 from ..data.textworld_games import Game, make_game, require_textworld, shown_commands
 from .base import StepResult, register
-from .tools import MalformedCall, call_tool, parse_tool_calls
+from .tools import MalformedCall, call_tool, format_tool_call, parse_tool_calls
 
 SYSTEM_PROMPT = "You play a text game. Each turn, call act with one command from the list, copied exactly. Reach the goal."
 INVALID_PENALTY = 0.1
@@ -179,12 +179,10 @@ class TextWorldEnv:
         return twin
 
 
-
 def walkthrough_messages(env: TextWorldEnv) -> list[dict]:
     """The gold continuation of a game's opening, for the SFT cold start: per walkthrough command an
     assistant turn holding only the `act` call and the tool turn with what the game actually answers;
     the winning command's turn ends the episode, so nothing follows it. Plays `env` (a fresh one)."""
-    from .tools import format_tool_call
     messages = []
     for command in env.game.walkthrough:
         messages.append({"role": "assistant", "content": format_tool_call("act", {"command": command})})
