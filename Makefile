@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: run test setup bench path01 path02 path03 path04 clean
+.PHONY: run test setup smoke-rows bench path01 path02 path03 path04 clean
 
 $(BIN)/arl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# Regenerate the metric rows every chapter's smoke run is expected to log (tests/expected/smoke): only for a
+# change that is meant to change what a smoke run does; say so in its commit message.
+smoke-rows: setup
+	$(BIN)/python tests/smoke.py --write
 
 bench: setup
 	$(BIN)/pip install -q -e ".[bench]"

@@ -1,4 +1,5 @@
-"""Tier 3: a 2-step smoke run of every recipe, resuming after kill -9, and config errors."""
+"""Tier 3: a smoke run of every recipe (a complete run folder, the expected metric rows, real gradient
+steps), resuming after kill -9, and config errors."""
 
 import json
 import os
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import smoke
 from arl import config
 from arl.recipes import CHAPTERS, load
 from arl.track import RunDir
@@ -20,11 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def arl_cli(*args, timeout=600, **kw):
     return subprocess.run([sys.executable, "-m", "arl.cli", *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=timeout, **kw)
-
-
-def comparable(rows):
-    """Metrics that must repeat exactly under the same seed (wall times do not)."""
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
 # what each chapter logs per step, beyond the shared run-folder layout
@@ -53,6 +50,31 @@ STEP_KEYS = {
 }
 LAST_STEP = {"opd-specialist": 10}
 """Chapters whose smoke run logs more than 2 steps (five 2-step stages)."""
+EVALS = {
+    "opd-specialist": {"base-general-0000", "sft-specialist-0002", "sft-sar-opd-general-0002", "idt-opd-general-0002",
+                       "sft-idt-opd-specialist-0002", "stages", "summary"},
+    "losses": {"summary"},  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
+    "jev": {"step-0000", "step-0002", "calibration", "stages", "summary"},  # base, trained, trained + T per split
+}
+"""Evaluations a smoke run writes (default: the step-0 one and the summary)."""
+MULTI_TURN = ("search-r1", "retool", "textworld")
+RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "jev"})
+"""Chapters that continue a killed run (the other three are seconds long and refuse --resume)."""
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """smoke_run(chapter) -> (run folder, stdout, trace): each chapter's traced smoke run, made once."""
+    out, done = tmp_path_factory.mktemp("smoke"), {}
+
+    def get(chapter):
+        if chapter not in done:
+            res = smoke.run_smoke(chapter, out)
+            assert res.returncode == 0, res.stderr[-3000:]
+            trace = json.loads((out / chapter / "s.trace.json").read_text())
+            done[chapter] = (RunDir.open(out / chapter / "s"), res.stdout, trace)
+        return done[chapter]
+    return get
 
 
 def test_every_chapter_has_expected_step_keys():
@@ -60,59 +82,85 @@ def test_every_chapter_has_expected_step_keys():
 
 
 @pytest.mark.parametrize("chapter", sorted(CHAPTERS))
-def test_smoke_run_leaves_a_complete_run_folder(chapter, tmp_path):
-    out = arl_cli("run", chapter, "--preset", "smoke", "--out", str(tmp_path), "--name", "s")
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = RunDir.open(tmp_path / chapter / "s")
+def test_smoke_run_leaves_a_complete_run_folder(chapter, smoke_run):
+    run, stdout, _ = smoke_run(chapter)
     for f in ("config.json", "metrics.jsonl", "report.html"):
         assert (run.path / f).is_file(), f
     steps = [m["step"] for m in run.read_metrics()]
     assert sorted(set(steps)) == list(range(LAST_STEP.get(chapter, 2) + 1)) and steps == sorted(steps)
     assert STEP_KEYS[chapter] <= set(next(m for m in run.read_metrics() if m["step"] == 1))
-    assert "summary" in run.eval_names()
-    if chapter == "opd-specialist":  # evaluated per stage and domain
-        assert {"base-general-0000", "sft-specialist-0002", "sft-sar-opd-general-0002", "idt-opd-general-0002",
-                "sft-idt-opd-specialist-0002", "stages"} <= set(run.eval_names())
-    elif chapter != "losses":  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
-        assert "step-0000" in run.eval_names()
-    if chapter == "jev":  # base, trained, trained + T on every split; a reliability diagram per split; `arl decide`
-        assert {"step-0002", "calibration", "stages"} <= set(run.eval_names())
-        assert {f"reliability-{s}.png" for s in ("dev", "calibration", "test", "hard")} <= {p.name for p in run.plots_dir.glob("*.png")}
-        decided = arl_cli("decide", str(run.path), str(ROOT / "docs/chapters/jev-record.json"))
-        assert decided.returncode == 0, decided.stderr[-3000:]
-        assert "p(yes)=" in decided.stdout and "E[score]=" in decided.stdout
+    assert EVALS.get(chapter, {"step-0000", "summary"}) <= set(run.eval_names())
     assert list(run.plots_dir.glob("*.png"))
-    if chapter in ("search-r1", "retool", "textworld"):  # multi-turn rows, stored per turn, and their token-level page
-        row = run.read_rollouts(1)[0]
-        assert all(len(t["tokens"]) == len(t["source"]) == len(t["logprobs"]) for t in row["turns"])
-        page = arl_cli("show", str(run.path))
-        assert page.returncode == 0 and (run.path / "show-step-0002.html").is_file(), page.stderr[-3000:]
-    if chapter == "grpo":
-        row = run.read_rollouts(1)[0]
-        assert len(row["tokens"]) == len(row["logprobs"]) and {"reward", "advantage", "completion"} <= set(row)
-    assert f"report: {run.report_file}" in out.stdout
+    assert f"report: {run.report_file}" in stdout
 
 
-def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
-    overrides = ["steps=4", "save_every=1", "eval_every=10"]
-    whole = arl_cli("run", "grpo", "--preset", "smoke", "--out", str(tmp_path), "--name", "whole", *overrides)
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    cmd = [sys.executable, "-m", "arl.cli", "run", "grpo", "--preset", "smoke", "--out", str(tmp_path), "--name", "cut",
-           *overrides]
-    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metrics = tmp_path / "grpo" / "cut" / "metrics.jsonl"
-    deadline = time.time() + 300
-    while time.time() < deadline and (not metrics.exists() or metrics.read_text().count("\n") < 3):
-        time.sleep(0.05)
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_smoke_run_logs_the_expected_rows(chapter, smoke_run):
+    """What a smoke run logs is pinned (tests/expected/smoke): a change that only moves code keeps it,
+    one that means to change it regenerates it (`python tests/smoke.py --write CHAPTER`)."""
+    run, _, _ = smoke_run(chapter)
+    assert smoke.differences(smoke.comparable(run.read_metrics()), smoke.expected(chapter)) == []
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_smoke_run_takes_gradient_steps(chapter, smoke_run):
+    """The smoke preset trains (a run whose groups all tie would exercise no update at all)."""
+    run, _, _ = smoke_run(chapter)
+    assert max(m.get("train/datums", 0.0) for m in run.read_metrics()) > 0
+
+
+@pytest.mark.parametrize("chapter", MULTI_TURN)
+def test_multi_turn_rows_and_their_token_page(chapter, smoke_run):
+    run, _, _ = smoke_run(chapter)
+    row = run.read_rollouts(1)[0]
+    assert all(len(t["tokens"]) == len(t["source"]) == len(t["logprobs"]) for t in row["turns"])
+    page = arl_cli("show", str(run.path))
+    assert page.returncode == 0 and (run.path / "show-step-0002.html").is_file(), page.stderr[-3000:]
+
+
+def test_grpo_rollout_rows(smoke_run):
+    run, _, _ = smoke_run("grpo")
+    row = run.read_rollouts(1)[0]
+    assert len(row["tokens"]) == len(row["logprobs"]) and {"reward", "advantage", "completion"} <= set(row)
+
+
+def test_jev_reliability_diagrams_and_decide(smoke_run):
+    run, _, _ = smoke_run("jev")
+    assert {f"reliability-{s}.png" for s in ("dev", "calibration", "test", "hard")} <= {p.name for p in run.plots_dir.glob("*.png")}
+    decided = arl_cli("decide", str(run.path), str(ROOT / "docs/chapters/jev-record.json"))
+    assert decided.returncode == 0, decided.stderr[-3000:]
+    assert "p(yes)=" in decided.stdout and "E[score]=" in decided.stdout
+
+
+def _stage_saved(run: Path) -> bool:
+    stages = run / "eval" / "stages.json"
+    return stages.is_file() and bool(json.loads(stages.read_text())["states"])
+
+
+def _checkpoint_saved(run: Path) -> bool:
+    return (run / "checkpoints" / "latest.json").is_file()
+
+
+@pytest.mark.parametrize("chapter", RESUMABLE)
+def test_resume_after_kill_matches_an_uninterrupted_run(chapter, tmp_path):
+    """kill -9 once the run has saved something to resume from (a checkpoint; a finished stage), then
+    --resume: the rows equal the uninterrupted smoke run's (tests/expected/smoke)."""
+    saved = _stage_saved if chapter == "opd-specialist" else _checkpoint_saved
+    proc = subprocess.Popen(smoke.command(tmp_path / "trace.json", "run", chapter, "--preset", "smoke", "--out",
+                                          str(tmp_path), "--name", "cut"),
+                            env=smoke.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folder = tmp_path / chapter / "cut"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None and not saved(folder):
+        time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)  # mid-run, at whatever point it is
     proc.wait()
-    resumed = arl_cli("run", "grpo", "--resume", str(tmp_path / "grpo" / "cut"))
+    assert not (folder / "eval" / "summary.json").exists(), "the run finished before it was killed"
+    resumed = subprocess.run([sys.executable, "-m", "arl.cli", "run", chapter, "--resume", str(folder)],
+                             capture_output=True, text=True, env=smoke.env(), timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a = comparable(RunDir.open(tmp_path / "grpo" / "whole").read_metrics())
-    b = comparable(RunDir.open(tmp_path / "grpo" / "cut").read_metrics())
-    assert [r["step"] for r in b] == [0, 1, 2, 3, 4]
-    assert a == b
+    rows = smoke.comparable(RunDir.open(folder).read_metrics())
+    assert smoke.differences(rows, smoke.expected(chapter)) == []
 
 
 def test_unknown_config_key_fails_before_work(tmp_path):

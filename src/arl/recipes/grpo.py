@@ -28,8 +28,8 @@ class Config(PolicyConfig):
 
 
 PRESETS = {
-    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=12, sft_steps=2,
-                  n_train=64, n_test=8, eval_every=1, save_every=1),
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=32, sft_steps=60,
+                  sft_plain_fraction=0.0, n_train=64, n_test=8, eval_every=1, save_every=1),
     "mini": {},
     "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, data="gsm8k/train.jsonl",
                  max_tokens=512, steps=100, sft_steps=0),

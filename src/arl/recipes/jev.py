@@ -112,8 +112,8 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             n_questions = sum(len(r.questions) for r in batch)
             fb = client.forward_backward([decision_datum(tok, fmt, r, 1.0 / n_questions) for r in batch], "cross_entropy")
             client.optim_step(adam).result()
-            metrics = {"loss/ce": fb.result().metrics["loss:sum"], "train/questions": n_questions,
-                       "time/step": time.perf_counter() - t0}
+            metrics = {"loss/ce": fb.result().metrics["loss:sum"], "train/datums": float(len(batch)),
+                       "train/questions": n_questions, "time/step": time.perf_counter() - t0}
             if step % cfg.eval_every == 0 and step < cfg.steps:
                 metrics.update(read(("dev",))[1])
             if step < cfg.steps:

@@ -56,8 +56,8 @@ class Config(GroupSampling):
 
 
 PRESETS = {
-    "smoke": dict(model="arl/tiny-qwen3-0.5m", batch_prompts=2, group_size=4, max_tokens=12, sft_steps=2, n_train=64,
-                  n_test=8, replay_updates=2),
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", batch_prompts=2, group_size=4, max_tokens=32, sft_steps=60,
+                  sft_plain_fraction=0.0, n_train=64, n_test=8, replay_updates=2),
     "mini": {},
     "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", data="gsm8k/train.jsonl", max_tokens=256, sft_steps=0,
                  learning_rate=4e-5),
@@ -65,6 +65,8 @@ PRESETS = {
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
+    if resume:
+        raise ValueError("the Loss Functions chapter does not resume: it replays one batch in seconds, start it again")
     if cfg.threads:
         configure(num_threads=cfg.threads)
     plot_objectives(run.plots_dir / "objective.png")  # part 1: the losses as functions of the ratio
@@ -95,6 +97,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             logp_KT = _trainer_logprobs(client, datums, batch)
             metrics, last = _replay(client, datums, batch, logp_KT)
             metrics["replay/stand_in_advantages"] = float(stand_in)
+            metrics["train/datums"] = float(len(datums)) if k < cfg.replay_updates else 0.0  # the update after this row
             run.log_metrics(k, metrics)
             if k < cfg.replay_updates:
                 client.forward_backward(datums, "importance_sampling")

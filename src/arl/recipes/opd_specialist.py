@@ -198,6 +198,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 metrics["time/step"] = time.perf_counter() - t0
                 logged = {f"{domain}/{k}": v for k, v in metrics.items()}
                 logged["train/specialist_step"] = float(domain == "specialist")
+                logged["train/datums"] = float(len(rollouts))
                 if (i + 1) % cfg.eval_every == 0 or i + 1 == len(schedule):
                     logged.update(held_out(name, i + 1, client.save_weights_and_get_sampling_client()))
                 run.log_metrics(offset + i + 1, logged)

@@ -135,8 +135,8 @@ class Config(PolicyConfig):
 
 
 PRESETS = {
-    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=2, max_tokens=24, max_turns=2,
-                  sft_steps=2, n_train=16, n_test=4, eval_every=1, save_every=1),
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=24, max_turns=2,
+                  sft_steps=30, n_train=16, n_test=4, eval_every=1, save_every=1),
     "mini": {},
     "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, data="gsm8k/train.jsonl",
                  n_train=100_000, n_test=500, max_tokens=512, max_turns=6, max_tool_calls=4, max_trajectory_tokens=4096,

@@ -143,8 +143,8 @@ class SearchTask:
 
 
 PRESETS = {
-    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=2, max_tokens=16, max_turns=2,
-                  sft_steps=2, n_train=16, n_test=4, eval_every=1, save_every=1),
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=40, max_turns=2,
+                  sft_steps=60, n_train=16, n_test=4, eval_every=1, save_every=1),
     "mini": {},
     "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, data="search-r1-data",
                  n_train=100_000, n_test=500, top_k=3, max_tokens=512, max_turns=6, max_tool_calls=4,

@@ -85,11 +85,12 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     with progress(cfg.steps if not cfg.time_budget_s else None, "sft") as bar:
         while step < cfg.steps and (not cfg.time_budget_s or trained_s < cfg.time_budget_s):
             t0 = time.perf_counter()
-            fb, optim = sft_step(client, rng.sample(examples, min(cfg.batch_size, len(examples))), adam)
+            batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
+            fb, optim = sft_step(client, batch, adam)
             optim.result()
             step, trained_s = step + 1, trained_s + time.perf_counter() - t0
-            metrics = {"loss/ce": fb.result().metrics["loss:sum"], "time/step": time.perf_counter() - t0,
-                       "time/trained": trained_s}
+            metrics = {"loss/ce": fb.result().metrics["loss:sum"], "train/datums": float(len(batch)),
+                       "time/step": time.perf_counter() - t0, "time/trained": trained_s}
             if step % cfg.eval_every == 0:
                 metrics.update(held_out(step))
             run.log_metrics(step, metrics)

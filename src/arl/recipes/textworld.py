@@ -170,8 +170,8 @@ def game_item(game: Game) -> dict:
 
 
 PRESETS = {
-    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=2, max_tokens=32, max_turns=2,
-                  sft_steps=2, sft_stages=1, n_train=4, n_test=2, max_rooms=1, n_objects=3, max_quest_length=2, eval_every=1,
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=32, max_turns=2,
+                  sft_steps=60, sft_stages=1, n_train=4, n_test=2, max_rooms=1, n_objects=3, max_quest_length=2, eval_every=1,
                   save_every=1),
     "mini": {},
     "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, n_train=2000, n_test=200,
