@@ -6,10 +6,18 @@ import math
 
 import pytest
 
+from arl import config
 from arl.eval.stats import bootstrap_ci, mean_band, paired_verdict
+from arl.recipes import load
 from arl.track.compare import Plan, parse_vary
 
 from test_recipes import arl_cli
+
+GRPO = load("grpo")
+
+
+def resolve_grpo(preset, overrides):
+    return config.resolve(GRPO.Config, GRPO.PRESETS, preset, overrides)
 
 
 def test_mean_band_by_hand():
@@ -42,19 +50,19 @@ def test_vary_makes_one_arm_per_value():
 
 def test_a_bad_arm_fails_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="arm loss_fn=grpo: loss_fn='grpo'"):
-        Plan.create(tmp_path / "c", "grpo", "smoke", {}, parse_vary(["loss_fn=ppo,grpo"]), [0])
+        Plan.create(tmp_path / "c", "grpo", "smoke", {}, parse_vary(["loss_fn=ppo,grpo"]), [0], resolve_grpo)
     with pytest.raises(ValueError, match="unknown config key 'lr'"):
-        Plan.create(tmp_path / "c", "grpo", "smoke", {"lr": "1"}, parse_vary(["loss_fn=ppo,cispo"]), [0])
+        Plan.create(tmp_path / "c", "grpo", "smoke", {"lr": "1"}, parse_vary(["loss_fn=ppo,cispo"]), [0], resolve_grpo)
     assert not (tmp_path / "c").exists()
 
 
 def test_plan_extends_and_refuses_another_setting(tmp_path):
-    plan = Plan.create(tmp_path, "grpo", "smoke", {}, parse_vary(["loss_fn=ppo,cispo"]), [0, 1])
-    plan = Plan.create(tmp_path, "grpo", "smoke", {}, parse_vary(["loss_fn=ppo,importance_sampling"]), [0, 1, 2])
+    plan = Plan.create(tmp_path, "grpo", "smoke", {}, parse_vary(["loss_fn=ppo,cispo"]), [0, 1], resolve_grpo)
+    plan = Plan.create(tmp_path, "grpo", "smoke", {}, parse_vary(["loss_fn=ppo,importance_sampling"]), [0, 1, 2], resolve_grpo)
     assert [a.name for a in plan.arms] == ["loss_fn=ppo", "loss_fn=cispo", "loss_fn=importance_sampling"]
     assert plan.seeds == [0, 1, 2] and Plan.open(tmp_path).seeds == [0, 1, 2]
     with pytest.raises(ValueError, match="choose another --out"):
-        Plan.create(tmp_path, "grpo", "smoke", {"steps": "3"}, parse_vary(["loss_fn=ppo,cispo"]), [0])
+        Plan.create(tmp_path, "grpo", "smoke", {"steps": "3"}, parse_vary(["loss_fn=ppo,cispo"]), [0], resolve_grpo)
     # an unfinished run is resumed, a new one started
     arm = plan.arms[0]
     assert "--preset" in plan.command(arm, 0, threads=1)

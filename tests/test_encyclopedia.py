@@ -10,7 +10,7 @@ import pytest
 
 from arl.data.encyclopedia import TEST_WORLD, TRAIN_WORLD, demonstration, make_encyclopedia
 from arl.data.qa import Question, support_hit_rate
-from arl.envs.tools import ToolCall, parse_tool_calls
+from arl.tools.calls import ToolCall, parse_tool_calls
 from arl.models.tokenizer import train_tokenizer
 from arl.rewards import grade_answer
 from arl.tools import BM25Index, search_tool

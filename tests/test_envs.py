@@ -244,9 +244,9 @@ def test_show_page_colours_tokens_by_source_and_counts_what_was_trained(chat, tm
     from arl.track import RunDir
 
     trajs, _ = play(chat, [CALL, "Answer: word"])
-    trajs[0].advantage, trajs[1].advantage = 0.5, 0.0
     run = RunDir.create(tmp_path, "search-r1", "r", {"model": TINY})
-    run.log_rollouts(1, [{"group": 0, "question": "What is a word?", "answers": ["word"], **t.to_json()} for t in trajs])
+    run.log_rollouts(1, [{"group": 0, "question": "What is a word?", "answers": ["word"], **t.to_json(), "advantage": a}
+                         for t, a in zip(trajs, (0.5, 0.0))])
     totals = token_totals(run.read_rollouts(1))
     n_policy = trajs[0].source.count("A")
     assert totals["policy, trained"] == n_policy and totals["policy, advantage 0"] == n_policy

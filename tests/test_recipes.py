@@ -1,12 +1,14 @@
 """Tier 3: a smoke run of every recipe (a complete run folder, the expected metric rows, real gradient
-steps), resuming after kill -9, and config errors."""
+steps, `--help` fields that the run reads), resuming after kill -9, and config errors."""
 
+import ast
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -107,6 +109,61 @@ def test_smoke_run_takes_gradient_steps(chapter, smoke_run):
     """The smoke preset trains (a run whose groups all tie would exercise no update at all)."""
     run, _, _ = smoke_run(chapter)
     assert max(m.get("train/datums", 0.0) for m in run.read_metrics()) > 0
+
+
+def fields_read(trace: list, config_cls) -> set[str]:
+    """Attribute names read as `cfg.X` / `config.X`, or `self.X` in a method of one of `config_cls`'s
+    classes, by the functions a traced run executed (`validate` aside: a field that is only checked is
+    not read)."""
+    executed = defaultdict(set)
+    for file, line, name in trace:
+        executed[file].add((line, name))
+    own = {c.__name__ for c in config_cls.__mro__}
+    reads = set()
+    for file, functions in executed.items():
+        tree = ast.parse(Path(file).read_text())
+        owners = {id(f): c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name == "validate":
+                continue
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if (first, node.name) not in functions:
+                continue
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load) and isinstance(sub.value, ast.Name):
+                    if sub.value.id in ("cfg", "config") or (sub.value.id == "self" and owners.get(id(node)) in own):
+                        reads.add(sub.attr)
+    return reads
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_help_lists_only_fields_the_chapter_reads(chapter, smoke_run):
+    """Every field `arl run CHAPTER --help` lists is read on the chapter's code path (the functions its
+    smoke run executed), so no field of another chapter leaks into its help."""
+    _, _, trace = smoke_run(chapter)
+    cls = load(chapter).Config
+    unread = sorted(set(cls.__dataclass_fields__) - fields_read(trace, cls))
+    assert unread == [], f"{chapter} --help lists fields its code never reads: {unread}"
+
+
+def test_fields_read_sees_only_executed_functions():
+    """The check above has teeth: reads in a function that did not run do not count."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Probe:
+        used: int = 0
+        unused: int = 0
+
+    source = Path(__file__)
+    tree = ast.parse(source.read_text())
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_reads_used")
+    assert fields_read([[str(source), fn.lineno, fn.name]], Probe) == {"used"}
+    assert fields_read([], Probe) == set()
+
+
+def _reads_used(cfg):
+    return cfg.used
 
 
 @pytest.mark.parametrize("chapter", MULTI_TURN)

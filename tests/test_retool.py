@@ -9,7 +9,7 @@ import pytest
 from arl import config
 from arl.data.calculation import KINDS, demonstration, make_split
 from arl.envs.retool import CodeEnv, opening
-from arl.envs.tools import format_tool_call
+from arl.tools.calls import format_tool_call
 from arl.models import load_tokenizer
 from arl.recipes import load
 from arl.rewards import FORMAT_PENALTY

@@ -2,7 +2,7 @@
 
 import pytest
 
-from arl.envs.tools import tool_schema
+from arl.tools.calls import tool_schema
 from arl.tools import BM25Index, Passage, format_passages, search_tool
 from arl.tools.search import NO_RESULTS
 

@@ -84,7 +84,11 @@ def cmd_run(args) -> int:
         return 0
     if args.resume:
         run = RunDir.open(args.resume)
-        cfg = recipe.Config(**run.config)
+        fields = set(recipe.Config.__dataclass_fields__)
+        unread = sorted(set(run.config) - fields)
+        if unread:  # a run started before the chapter stopped listing fields it never read
+            print(f"resuming: {args.chapter} no longer has {', '.join(unread)} (it never read them); ignored", file=sys.stderr)
+        cfg = recipe.Config(**{k: v for k, v in run.config.items() if k in fields})
         cfg.validate()
         print(f"resuming {run.path}")
     else:
@@ -102,27 +106,32 @@ def cmd_run(args) -> int:
 
 def cmd_compare(args) -> int:
     """Plan the arms (failing before any run on a bad key or value), run what is unfinished, report."""
+    import functools
+
     from . import config
+    from .recipes import load
     from .report.compare import write_compare_report
     from .track.compare import PLAN_FILE, Plan, parse_vary, run_all
 
     try:
+        recipe = load(args.chapter)
+        resolve = functools.partial(config.resolve, recipe.Config, recipe.PRESETS)
         if not args.vary and args.out and (Path(args.out) / PLAN_FILE).is_file():  # resume it, or --report-only
-            plan = Plan.open(args.out)
+            plan = Plan.open(args.out, resolve)
             if plan.chapter != args.chapter:
                 raise ValueError(f"{args.out} compares {plan.chapter}, not {args.chapter}")
         else:
             arms = parse_vary(args.vary or [])
             base = dict(config.split_override(item) for item in args.set)
             out = args.out or f"runs/compare/{args.chapter}-{'-'.join(dict.fromkeys(a.name.split('=')[0] for a in arms))}"
-            plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)))
+            plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)), resolve)
     except (ValueError, FileNotFoundError) as e:
         print(f"arl compare {args.chapter}: {e}", file=sys.stderr)
         return 2
     n_arms, n_seeds = len(plan.arms), len(plan.seeds)
     print(f"comparison folder: {plan.folder} ({n_arms} arm{'s' * (n_arms != 1)} x {n_seeds} seed{'s' * (n_seeds != 1)})")
     failures = [] if args.report_only else run_all(plan, args.jobs, args.threads)
-    report = write_compare_report(plan)
+    report = write_compare_report(plan, getattr(recipe, "same_update", None))
     print(f"report: {report}")
     for failure in failures:
         print(f"failed: {failure}", file=sys.stderr)

@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass
 
 from . import checkpoints
 from .client import ServiceClient
-from .config import require_positive
-from .data import Problem, format_privileged_prompt, format_prompt, load_math_task
+from .data import Problem, format_privileged_prompt, format_prompt
 from .models import model_dir
 from .models.cache import read_manifest
 from .rollout import sft_datum
@@ -154,41 +153,3 @@ def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[o
             bar.set_metrics({"loss": out.result().metrics["loss:sum"]})
     client.save_state("final").result()
     return uri
-
-
-@dataclass
-class MathTask:
-    """Config fields the math chapters share: the task, its held-out split and the SFT cold start RL
-    starts from. A chapter's `Config` extends it, so chapters and their controls (the GRPO chapter and
-    its continued-SFT control) read the same data and start from the same cached weights."""
-
-    model: str = "arl/tiny-qwen3-2m"
-    """Base model (`arl models`)."""
-    sft_steps: int = 600
-    """Cold-start SFT steps before RL (cached across runs with the same settings)."""
-    sft_learning_rate: float = 3e-3
-    """Cold-start learning rate."""
-    sft_plain_fraction: float = 0.7
-    """Share of cold-start targets that state the final answer without the \\boxed{} the prompt asks for
-    (as scraped data often does): the cold start learns the task, but follows the format only sometimes."""
-    data: str = "arithmetic"
-    """arithmetic (generated mini task), or a GSM8K train jsonl (else GSM8K from the `datasets` cache)."""
-    level: str = "small"
-    """Difficulty of the generated task: small (1-2 steps, small numbers), chain (2-3 steps on numbers
-    below 10) or standard (2-4 steps, five kinds of problem)."""
-    n_train: int = 2000
-    """Generated training problems."""
-    n_test: int = 200
-    """Held-out problems for evaluation."""
-
-    def validate(self) -> None:
-        require_positive(self, "n_train", "n_test")
-        if not 0.0 <= self.sft_plain_fraction <= 1.0:
-            raise ValueError(f"sft_plain_fraction={self.sft_plain_fraction}: must be between 0 and 1")
-
-    def load_task(self) -> tuple[list[Problem], list[Problem]]:
-        return load_math_task(self.data, self.level, self.n_train, self.n_test)
-
-    def cold_start(self) -> ColdStart:
-        return ColdStart(self.model, self.sft_steps, learning_rate=self.sft_learning_rate,
-                         plain_fraction=self.sft_plain_fraction, task=f"{self.data}-{self.level}-{self.n_train}")

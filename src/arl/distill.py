@@ -10,31 +10,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from . import advantages
-from .policy import PolicyConfig
 from .rollout import score_completions
-
-
-@dataclass
-class DistillConfig(PolicyConfig):
-    """Fields of the distillation chapters: the reverse-KL advantage's scale and discount, and the
-    samples per prompt; the update is always `importance_sampling`."""
-
-    group_size: int = 4
-    """Student samples per prompt (the teacher's signal needs no group baseline: more samples are more data)."""
-    beta: float = 1.0
-    """Scale of the reverse-KL advantage (the reference lab's kl_penalty_coef)."""
-    discount: float = 0.0
-    """Credit each token with the discounted KL of the tokens after it (0 = only its own)."""
-
-    def validate(self) -> None:
-        super().validate()
-        if self.loss_fn != "importance_sampling":
-            raise ValueError(f"loss_fn={self.loss_fn!r}: on-policy distillation trains with importance_sampling")
-        if not 0.0 <= self.discount < 1.0:
-            raise ValueError(f"discount={self.discount}: must be in [0, 1)")
 
 
 def teacher_advantages(teacher, teacher_prompts: Sequence[list[int]], seqs: Sequence, beta: float = 1.0,
@@ -70,6 +48,22 @@ def parse_ratio(text: str, names: Sequence[str]) -> list[tuple[str, int]]:
     if sum(counts) == 0:
         raise ValueError(f"schedule {text!r}: at least one domain needs a step per cycle")
     return list(zip(names, counts))
+
+
+def parse_stages(text: str, starts: dict[str, str]) -> list[str]:
+    """`"opd,sar-opd"` as a list of stages, checked: each one of `starts` (stage -> the stage whose final
+    weights it starts from), none twice, and each one's start, when it is itself a stage, listed before it."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for i, name in enumerate(names):
+        if name not in starts:
+            raise ValueError(f"stages: unknown stage {name!r}; choose from {', '.join(starts)}")
+        if name in names[:i]:
+            raise ValueError(f"stages: {name!r} is listed twice")
+        if starts[name] in starts and starts[name] not in names[:i]:
+            raise ValueError(f"stages: {name!r} starts from {starts[name]!r}; list {starts[name]!r} before it")
+    if not names:
+        raise ValueError(f"stages: name at least one of {', '.join(starts)}")
+    return names
 
 
 def interleaved_schedule(ratio: Sequence[tuple[str, int]], steps: int) -> list[tuple[str, int]]:

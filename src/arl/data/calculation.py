@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from arl.data.problem import check_split_sizes
-from arl.envs.tools import format_tool_call
+from arl.tools.calls import format_tool_call
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from arl.data.qa import Question
-from arl.envs.tools import format_tool_call
+from arl.tools.calls import format_tool_call
 from arl.tools.search import Passage
 
 # Invented names are an upper-case onset plus pieces that the tiny tokenizer holds as single tokens,

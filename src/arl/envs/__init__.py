@@ -5,7 +5,7 @@ conformance tests cover them all; importing this package alone loads no environm
 """
 
 from .base import ENV_MODULES, REGISTRY, Env, EnvSpec, StepResult, ToolEnv, check_env, register, registered
-from .tools import MalformedCall, ToolCall, call_tool, format_tool_call, parse_tool_calls, tool_schema
+from ..tools.calls import MalformedCall, ToolCall, call_tool, format_tool_call, parse_tool_calls, tool_schema
 
 __all__ = ["ENV_MODULES", "REGISTRY", "Env", "EnvSpec", "MalformedCall", "StepResult", "ToolCall", "ToolEnv", "call_tool",
            "check_env", "format_tool_call", "parse_tool_calls", "register", "registered", "tool_schema"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .tools import MalformedCall, call_tool, format_tool_call, parse_tool_calls, tool_schema
+from ..tools.calls import MalformedCall, call_tool, format_tool_call, parse_tool_calls, tool_schema
 
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -27,7 +27,7 @@ import threading
 
 from ..data.textworld_games import Game, make_game, require_textworld, shown_commands
 from .base import StepResult, register
-from .tools import MalformedCall, call_tool, format_tool_call, parse_tool_calls
+from ..tools.calls import MalformedCall, call_tool, format_tool_call, parse_tool_calls
 
 SYSTEM_PROMPT = "You play a text game. Each turn, call act with one command from the list, copied exactly. Reach the goal."
 INVALID_PENALTY = 0.1

@@ -99,5 +99,6 @@ def before_after(run, keys: Sequence[str], main: str = "accuracy") -> tuple[dict
 
 
 def summary_rows(summary: dict, keys: Sequence[str]) -> list[dict]:
-    """Rows of a report's before/after table for `keys` of a `before_after` summary."""
-    return [{"metric": LABELS[k], "before": summary[f"{k}/before"], "after": summary[f"{k}/after"]} for k in keys]
+    """Rows of a report's before/after table for `keys` of a `before_after` summary (a key without a
+    label in `LABELS` is its own label)."""
+    return [{"metric": LABELS.get(k, k), "before": summary[f"{k}/before"], "after": summary[f"{k}/after"]} for k in keys]

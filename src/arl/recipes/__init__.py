@@ -1,6 +1,9 @@
-"""One readable file per chapter: a `Config` dataclass, `PRESETS` and `main(cfg, run, resume)`.
+"""One readable file per chapter: a `Config` dataclass, `PRESETS` and `main(cfg, run, resume)`; a
+policy-update chapter also has `same_update(cfg_a, cfg_b)`, which `arl compare` uses to say when two
+arms make the same update.
 
-Recipes import the library, never each other; the library never imports a recipe.
+Recipes import the library, never each other; the library never imports a recipe (the CLI hands a
+recipe's pieces to the code that needs them).
 """
 
 from __future__ import annotations

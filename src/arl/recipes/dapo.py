@@ -19,11 +19,14 @@ update per batch the ratio is 1, so clip-higher changes nothing until `minibatch
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
-from .. import advantages, policy
-from ..policy import PolicyConfig, Rollout
+from .. import advantages
 from ..rewards import boxed_reward, overlong_penalty
+from ..rl import batch, update
+from ..rl.config import KLConfig, LossConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.session import finish, open_session
+from ..rollout import trajectory_datum
 from ..track import RunDir, progress
 
 ALGORITHMS = {
@@ -33,7 +36,7 @@ ALGORITHMS = {
 
 
 @dataclass
-class Config(PolicyConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, SamplingConfig, MathConfig):
     algorithm: str = "dapo"
     """grpo or dapo: the value of each of the four switches below that is left unset."""
     loss_fn: str = "ppo"
@@ -61,7 +64,7 @@ class Config(PolicyConfig):
 
     def validate(self) -> None:
         cfg = self.resolved()
-        PolicyConfig.validate(cfg)
+        super(Config, cfg).validate()
         if self.max_candidate_multiplier < 1:
             raise ValueError(f"max_candidate_multiplier={self.max_candidate_multiplier}: must be at least 1")
         if not 0 <= cfg.overlong_cache <= cfg.max_tokens:
@@ -77,70 +80,87 @@ PRESETS = {
 }
 
 
+REFILLS = 10**6
+"""Where the refill stream starts in the prompt stream: far from the steps' own prompts."""
+
+
+def objective(cfg: Config) -> update.Objective:
+    """The loss of a step: ppo with the clip bounds (clip-higher: 1.28), reduced by `normalizer`."""
+    return update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
+
+
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     cfg = cfg.resolved()
-    session = policy.open_session(cfg, run, resume)
-    client, train = session.client, session.train
-    budget = int(cfg.batch_prompts * cfg.max_candidate_multiplier)
+    task = cfg.math_task()
+    session = open_session(cfg, run, resume, task)
+    client, loss, tok = session.client, objective(cfg), session.tokenizer
+    ref = session.reference() if cfg.kl_coef else None
+    budget, B = int(cfg.batch_prompts * cfg.max_candidate_multiplier), cfg.batch_prompts
     with progress(cfg.steps, f"dapo ({cfg.algorithm})", initial=session.start) as bar:
         for step in range(session.start, cfg.steps):
             t0 = time.perf_counter()
-            # 1. sample: the step's prompts, then (dynamic sampling) refills until the batch is full or the budget spent
+            # 1. sample the step's prompts (as GRPO would); dynamic sampling keeps the groups with 0 < correct < G
+            # and refills from a stream of its own until B are kept or `budget` groups were sampled
             sampler = client.save_weights_and_get_sampling_client()
-            problems, groups, kept_groups = [], [], []
-            while not problems or (cfg.dynamic_sampling and len(kept_groups) < cfg.batch_prompts and len(problems) < budget):
-                # round 1 reads the same prompts as GRPO would; refills come from a stream of their own
-                new = (policy.step_problems(train, step, cfg.batch_prompts) if not problems
-                       else [policy.draw(train, 10**6 + step * budget + len(problems) + i)
-                             for i in range(min(cfg.batch_prompts - len(kept_groups), budget - len(problems)))])
-                seqs = policy.sample_groups(sampler, [session.prompt(p) for p in new], cfg, step, session.stop,
-                                            first=len(problems))
-                for j, (p, g) in enumerate(zip(new, seqs)):
-                    # 2. reward: correctness decides the filter; the overlong ramp only shapes the reward
-                    if not cfg.dynamic_sampling or advantages.keep_group([boxed_reward(s.text, p.answer) == 1.0 for s in g]):
-                        kept_groups.append(len(problems) + j)
-                if not problems:
-                    t_first = time.perf_counter() - t0
-                problems += new
-                groups += seqs
+            problems = batch.step_items(task.train, step, B)
+            groups = batch.sample_groups(sampler, [task.prompt(tok, p) for p in problems], cfg, step, session.stop)
+            t_first = time.perf_counter() - t0
+            kept_groups = [b for b, (p, g) in enumerate(zip(problems, groups)) if _mixed(cfg, p, g)]
+            while cfg.dynamic_sampling and len(kept_groups) < B and len(problems) < budget:
+                new = [batch.draw(task.train, REFILLS + step * budget + len(problems) + i)
+                       for i in range(min(B - len(kept_groups), budget - len(problems)))]
+                seqs = batch.sample_groups(sampler, [task.prompt(tok, p) for p in new], cfg, step, session.stop,
+                                           first=len(problems))
+                kept_groups += [len(problems) + j for j, (p, g) in enumerate(zip(new, seqs)) if _mixed(cfg, p, g)]
+                problems, groups = problems + new, groups + seqs
             t_sample = time.perf_counter() - t0
+
+            # 2. reward: correctness (it decided the filter) with the overlong ramp, 3. advantages (degenerate
+            # groups: all zero) and the rollouts with signal in the kept groups
             rewards_BG = [[boxed_reward(s.text, p.answer) + overlong_penalty(len(s.tokens), cfg.max_tokens, cfg.overlong_cache)
                            for s in seqs] for p, seqs in zip(problems, groups)]
-
-            # 3. advantages (degenerate groups are all zero), 4. the rollouts with signal in the kept groups
             adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
-            kept = [Rollout(session.prompt(problems[b]), s.tokens, s.logprobs, a)
+            kept = [update.Rollout(task.prompt(tok, problems[b]), s.tokens, s.logprobs, a)
                     for b in kept_groups for s, a in zip(groups[b], adv_BG[b]) if a != 0]
 
-            # 5. the update (cfg.normalizer's reduction, cfg.clip_high_threshold's clip)
-            lr = cfg.learning_rate_at(step)
-            n_rollouts = len(kept_groups) * cfg.group_size
-            metrics = policy.policy_step(client, cfg, kept, n_rollouts, lr, session.ref) if kept else {}
-            t_total = time.perf_counter() - t0
+            # 4. datums (cfg.normalizer's reduction), 5. forward_backward + optim_step (cfg.clip_high_threshold's clip)
+            stats = update.StepStats(loss)
+            for mb in update.minibatches(kept, loss, len(kept_groups) * cfg.group_size, cfg.minibatches, ref):
+                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-            # 6. log, with what dynamic sampling cost (rewards and degeneracy of the step's first B prompts)
-            B = cfg.batch_prompts
-            metrics.update(policy.group_metrics(rewards_BG[:B], groups[:B], kept, sum(map(advantages.is_degenerate, rewards_BG[:B])) / B,
-                                                t_sample, t_total))
-            metrics.update({
-                "reward/correct": sum(boxed_reward(s.text, p.answer) for p, g in zip(problems[:B], groups) for s in g) / (B * cfg.group_size),
-                "reward/overlong_frac": sum(len(s.tokens) > cfg.max_tokens - cfg.overlong_cache for g in groups[:B] for s in g)
-                / (B * cfg.group_size) if cfg.overlong_cache else 0.0,
-                "sampling/candidate_groups": float(len(problems)),
-                "sampling/effective_groups": float(len(kept_groups)),
-                "sampling/partial_batch": float(len(kept_groups) < B),
-                "train/update_skipped": float(not kept),
-                "time/refill": t_sample - t_first,
-            })
-            policy.end_step(cfg, run, session, step + 1, metrics,
-                            policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
+            # 6. log, with what dynamic sampling cost (rewards and degeneracy of the step's own B prompts)
+            metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG[:B], groups[:B], kept, t_sample, time.perf_counter() - t0),
+                       **_sampling_metrics(cfg, problems, groups, kept_groups, kept, t_sample - t_first)}
+            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
             bar.update()
             bar.set_metrics({"reward": metrics["reward/mean"], "groups": f"{len(kept_groups)}/{len(problems)}"})
-    policy.finish(cfg, run, session, f"DAPO chapter ({cfg.algorithm}) on {cfg.data}, {cfg.model}")
+    finish(session, f"DAPO chapter ({cfg.algorithm}) on {cfg.data}, {cfg.model}", asdict(cfg))
     return run
 
 
+def _mixed(cfg: Config, problem, seqs) -> bool:
+    """Whether dynamic sampling keeps a group: off, every group; on, those with 0 < correct < G."""
+    return not cfg.dynamic_sampling or advantages.keep_group([boxed_reward(s.text, problem.answer) == 1.0 for s in seqs])
+
+
+def _sampling_metrics(cfg: Config, problems, groups, kept_groups, kept, t_refill: float) -> dict[str, float]:
+    """Correctness and overlong share of the step's own prompts, what the refills cost, whether anything trained."""
+    B, G = cfg.batch_prompts, cfg.group_size
+    return {
+        "reward/correct": sum(boxed_reward(s.text, p.answer) for p, g in zip(problems[:B], groups) for s in g) / (B * G),
+        "reward/overlong_frac": sum(len(s.tokens) > cfg.max_tokens - cfg.overlong_cache for g in groups[:B] for s in g)
+        / (B * G) if cfg.overlong_cache else 0.0,
+        "sampling/candidate_groups": float(len(problems)),
+        "sampling/effective_groups": float(len(kept_groups)),
+        "sampling/partial_batch": float(len(kept_groups) < B),
+        "train/update_skipped": float(not kept),
+        "time/refill": t_refill,
+    }
+
+
 def same_update(cfg_a: Config, cfg_b: Config) -> bool:
-    """`policy.same_update` on the resolved switches (dynamic sampling and the overlong ramp change the
+    """`update.same_update` on the resolved switches (dynamic sampling and the overlong ramp change the
     data, so they count as differences)."""
-    return policy.same_update(cfg_a.resolved(), cfg_b.resolved())
+    return update.same_update(cfg_a.resolved(), cfg_b.resolved(), objective)

@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from .. import advantages, losses, policy
-from ..policy import PolicyConfig, Rollout
+from .. import advantages, losses
 from ..rewards import boxed_reward
+from ..rl import batch, update
+from ..rl.config import KLConfig, LossConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.session import finish, open_session
+from ..rollout import trajectory_datum
 from ..track import RunDir, progress
 
 RATIO_LEVELS = ("sequence", "token")
 
 
 @dataclass
-class Config(PolicyConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, SamplingConfig, MathConfig):
     ratio_level: str = "sequence"
     """sequence (GSPO) or token (PPO's per-token ratio and clip: the matched baseline)."""
     gspo_clip_low: float = 3e-4
@@ -55,11 +58,6 @@ class Config(PolicyConfig):
             raise ValueError("kl_estimator=k1 shapes per-token advantages, which GSPO's sequence objective has not; "
                              "use kl_estimator=k3")
 
-    def sequence_loss(self):
-        if self.ratio_level == "token":
-            return None
-        return functools.partial(losses.gspo, clip_low=self.gspo_clip_low, clip_high=self.gspo_clip_high)
-
 
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=32, sft_steps=60,
@@ -70,38 +68,53 @@ PRESETS = {
 }
 
 
+def objective(cfg: Config) -> update.Objective:
+    """The loss of a step: GSPO's sequence objective (`losses.gspo`, its clip band an argument), or at
+    ratio_level=token the built-in token-level loss; the normaliser and the KL term either way."""
+    gspo = functools.partial(losses.gspo, clip_low=cfg.gspo_clip_low, clip_high=cfg.gspo_clip_high)
+    return update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator,
+                            sequence_loss=gspo if cfg.ratio_level == "sequence" else None)
+
+
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
-    session = policy.open_session(cfg, run, resume)
+    task = cfg.math_task()
+    session = open_session(cfg, run, resume, task)
+    client, loss = session.client, objective(cfg)
+    ref = session.reference() if cfg.kl_coef else None
     with progress(cfg.steps, f"gspo ({cfg.ratio_level})", initial=session.start) as bar:
         for step in range(session.start, cfg.steps):
             t0 = time.perf_counter()
             # 1. sample a group per prompt from the weights at the start of the step
-            sampler = session.client.save_weights_and_get_sampling_client()
-            problems = policy.step_problems(session.train, step, cfg.batch_prompts)
-            groups = policy.sample_groups(sampler, [session.prompt(p) for p in problems], cfg, step, session.stop)
+            problems = batch.step_items(task.train, step, cfg.batch_prompts)
+            prompts = [task.prompt(session.tokenizer, p) for p in problems]
+            groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
 
             # 2. reward (1/0), 3. z-scored group advantage, one per sequence
             rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
-            adv_BG, frac_degenerate = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
-
-            # 4. sequences with signal; N counts every rollout (zero-advantage ones too) in the normaliser
-            kept = [Rollout(session.prompt(p), s.tokens, s.logprobs, a) for p, seqs, advs in zip(problems, groups, adv_BG)
+            adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
+            kept = [update.Rollout(p, s.tokens, s.logprobs, a) for p, seqs, advs in zip(prompts, groups, adv_BG)
                     for s, a in zip(seqs, advs) if a != 0]
-            # 5. `minibatches` updates on the same rollouts: from the second on, the ratio leaves 1
-            lr = cfg.learning_rate_at(step)
-            metrics = policy.policy_step(session.client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, session.ref) if kept else {}
-            t_total = time.perf_counter() - t0
 
-            # 6. log (gspo/seq_clip_frac, gspo/token_clip_frac, gspo/seq_ratio_mean come from the loss)
-            metrics.update(policy.group_metrics(rewards_BG, groups, kept, frac_degenerate, t_sample, t_total))
-            policy.end_step(cfg, run, session, step + 1, metrics, policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
+            # 4. datums of the sequences with signal; N counts every rollout (zero-advantage ones too) in the
+            # normaliser. 5. `minibatches` updates on the same rollouts: from the second on, the ratio leaves 1
+            # and GSPO's sequence loss (forward_backward_custom) clips whole sequences
+            stats = update.StepStats(loss)
+            for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
+                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
+            metrics = stats.metrics()  # gspo/seq_clip_frac, gspo/token_clip_frac, gspo/seq_ratio_mean come from the loss
+
+            # 6. log
+            metrics.update(batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0))
+            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
             bar.update()
             bar.set_metrics({"reward": metrics["reward/mean"], "seq_clip": metrics.get("gspo/seq_clip_frac", 0.0)})
-    policy.finish(cfg, run, session, f"GSPO chapter ({cfg.ratio_level} level) on {cfg.data}, {cfg.model}")
+    finish(session, f"GSPO chapter ({cfg.ratio_level} level) on {cfg.data}, {cfg.model}", asdict(cfg))
     return run
 
 
 def same_update(cfg_a: Config, cfg_b: Config) -> bool:
-    """`policy.same_update`, with the ratio level and GSPO's clip counted as loss fields."""
-    return policy.same_update(cfg_a, cfg_b, extra_keys=("ratio_level", "gspo_clip_low", "gspo_clip_high"))
+    """`update.same_update` of `objective`, with the ratio level and GSPO's clip counted as loss fields."""
+    return update.same_update(cfg_a, cfg_b, objective, extra_keys=("ratio_level", "gspo_clip_low", "gspo_clip_high"))

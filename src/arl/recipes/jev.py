@@ -19,13 +19,13 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import report
-from ..client import ServiceClient
 from ..config import require_positive
 from ..data.decisions import make_splits
 from ..decide import DecisionFormat, answer_indices, decision_datum, flatten, read_logprobs
 from ..eval.calibration import calibration_metrics, confidence_correct, fit_temperature, restricted_softmax
 from ..report.calibration import plot_reliability
-from ..settings import configure
+from ..rl.config import RunConfig
+from ..rl.session import service
 from ..track import RunDir, progress
 from ..types import AdamParams
 
@@ -34,7 +34,7 @@ METRICS = ("accuracy", "nll", "ece", "brier")
 
 
 @dataclass
-class Config:
+class Config(RunConfig):
     model: str = "arl/tiny-qwen3-0.5m"
     """Base model (`arl models`); fully fine-tuned from its random initialisation."""
     steps: int = 400
@@ -62,10 +62,9 @@ class Config:
     """Evaluate the dev split every N steps."""
     seed: int = 0
     """Seed of the batch order."""
-    threads: int = 0
-    """torch threads (0 = the default, min(2, cores))."""
 
     def validate(self) -> None:
+        super().validate()
         require_positive(self, "steps", "batch_size", "n_train", "n_dev", "n_calibration", "n_test", "n_hard", "eval_every")
         if self.topk < 0:
             raise ValueError(f"topk={self.topk}: must be 0 (the whole vocabulary) or a positive K")
@@ -81,11 +80,9 @@ PRESETS = {
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if resume:
         raise ValueError("the Jev chapter does not resume: it is a few minutes long, start it again")
-    if cfg.threads:
-        configure(num_threads=cfg.threads)
+    svc = service(cfg, run)
     splits = make_splits(cfg.data_seed, cfg.n_train, cfg.n_dev, cfg.n_calibration, cfg.n_test, cfg.n_hard)
-    client = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir)) \
-        .create_full_training_client(cfg.model, seed=cfg.seed)
+    client = svc.create_full_training_client(cfg.model, seed=cfg.seed)
     tok = client.get_tokenizer()
     fmt = DecisionFormat.for_tokenizer(tok)
     answers = {s: answer_indices(splits[s]) for s in EVAL_SPLITS}

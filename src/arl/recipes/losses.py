@@ -21,16 +21,17 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .. import advantages, losses, policy, report
-from ..client import ServiceClient
+from .. import advantages, losses, report
 from ..coldstart import encode_chat, run_cold_start
 from ..config import require_positive
 from ..data import format_prompt
-from ..policy import GroupSampling
 from ..report.losses import plot_objectives, plot_ratio_histogram
 from ..rewards import boxed_reward
+from ..rl import batch
+from ..rl.config import MathConfig, RunConfig, SamplingConfig
+from ..rl.session import service
+from ..rl.update import Rollout
 from ..rollout import rl_datum
-from ..settings import configure
 from ..track import RunDir, progress
 from ..types import AdamParams
 
@@ -44,7 +45,7 @@ VARIANTS = {  # name -> (built-in loss, loss_fn_config); gspo is handled as a se
 
 
 @dataclass
-class Config(GroupSampling):
+class Config(RunConfig, SamplingConfig, MathConfig):
     replay_updates: int = 12
     """Importance-sampling updates on the batch; it is replayed through every loss after each."""
     learning_rate: float = 1e-4
@@ -67,35 +68,33 @@ PRESETS = {
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if resume:
         raise ValueError("the Loss Functions chapter does not resume: it replays one batch in seconds, start it again")
-    if cfg.threads:
-        configure(num_threads=cfg.threads)
+    svc = service(cfg, run)
     plot_objectives(run.plots_dir / "objective.png")  # part 1: the losses as functions of the ratio
     train, _ = cfg.load_task()
-    service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
-    client = (service.create_training_client_from_state(run_cold_start(cfg.cold_start(), train)) if cfg.sft_steps
-              else service.create_full_training_client(cfg.model, seed=cfg.seed))
+    client = (svc.create_training_client_from_state(run_cold_start(cfg.cold_start(), train)) if cfg.sft_steps
+              else svc.create_full_training_client(cfg.model, seed=cfg.seed))
     tok = client.get_tokenizer()
 
     # part 2: one GRPO batch (sampler logprobs logq, rewards, group advantages) ...
-    problems = policy.step_problems(train, cfg.seed, cfg.batch_prompts)
+    problems = batch.step_items(train, cfg.seed, cfg.batch_prompts)
     prompts = [encode_chat(tok, format_prompt(p)) for p in problems]
-    groups = policy.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, 0, [tok.eos_token])
+    groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, 0, [tok.eos_token])
     rewards_BG = [[boxed_reward(s.text, p.answer) for s in g] for p, g in zip(problems, groups)]
     adv_BG, frac_degenerate = advantages.batch_advantages(rewards_BG)
     stand_in = frac_degenerate == 1.0
     if stand_in:  # nothing solved (an untrained model): rank-based stand-in advantages, said in the report
         adv_BG = [advantages.group_advantages([sum(s.logprobs) for s in g]) for g in groups]
-    batch = [policy.Rollout(p, s.tokens, s.logprobs, a) for p, g, advs in zip(prompts, groups, adv_BG)
-             for s, a in zip(g, advs) if a != 0]
-    n_tokens = sum(len(r.tokens) for r in batch)
-    datums = [rl_datum(r.prompt, r.tokens, r.logprobs, r.advantage / n_tokens) for r in batch]
+    replayed = [Rollout(p, s.tokens, s.logprobs, a) for p, g, advs in zip(prompts, groups, adv_BG)
+                for s, a in zip(g, advs) if a != 0]
+    n_tokens = sum(len(r.tokens) for r in replayed)
+    datums = [rl_datum(r.prompt, r.tokens, r.logprobs, r.advantage / n_tokens) for r in replayed]
 
     # ... replayed through every loss, then moved off-policy by importance-sampling updates on itself
     last = {}
     with progress(cfg.replay_updates + 1, "losses replay") as bar:
         for k in range(cfg.replay_updates + 1):
-            logp_KT = _trainer_logprobs(client, datums, batch)
-            metrics, last = _replay(client, datums, batch, logp_KT)
+            logp_KT = _trainer_logprobs(client, datums, replayed)
+            metrics, last = _replay(client, datums, replayed, logp_KT)
             metrics["replay/stand_in_advantages"] = float(stand_in)
             metrics["train/datums"] = float(len(datums)) if k < cfg.replay_updates else 0.0  # the update after this row
             run.log_metrics(k, metrics)
@@ -103,39 +102,39 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 client.forward_backward(datums, "importance_sampling")
                 client.optim_step(AdamParams(learning_rate=cfg.learning_rate, grad_clip_norm=1.0)).result()
             bar.update()
-    logq_N = torch.tensor([x for r in batch for x in r.logprobs])
+    logq_N = torch.tensor([x for r in replayed for x in r.logprobs])
     plot_ratio_histogram(run.plots_dir / "replay_ratio.png", torch.exp(torch.cat(logp_KT) - logq_N))
-    run.write_eval("summary", {"batch": {"sequences": len(batch), "tokens": n_tokens, "stand_in_advantages": stand_in},
+    run.write_eval("summary", {"batch": {"sequences": len(replayed), "tokens": n_tokens, "stand_in_advantages": stand_in},
                                "after_replay": last,
                                "config": asdict(cfg)})
     report.plot_metrics(run)
     what = "stand-in advantages (sequence logprob, centred): no group had a right answer" if stand_in else "GRPO advantages"
     report.write_report(run, f"Loss functions on one GRPO batch ({cfg.model}, {what})",
                         summary_rows=[{"loss": name, **{k: round(v, 4) for k, v in m.items()}} for name, m in last.items()],
-                        rollouts_sample=_token_views(batch, logp_KT, tok)[:4])
+                        rollouts_sample=_token_views(replayed, logp_KT, tok)[:4])
     return run
 
 
-def _trainer_logprobs(client, datums, batch) -> list[torch.Tensor]:
+def _trainer_logprobs(client, datums, rollouts) -> list[torch.Tensor]:
     out = client.forward(datums, "importance_sampling").result()
-    return [o["logprobs"].to_torch()[len(r.prompt) - 1:] for o, r in zip(out.loss_fn_outputs, batch)]
+    return [o["logprobs"].to_torch()[len(r.prompt) - 1:] for o, r in zip(out.loss_fn_outputs, rollouts)]
 
 
-def _replay(client, datums, batch, logp_KT) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def _replay(client, datums, rollouts, logp_KT) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Per-loss clip fractions (from the pure loss functions on the trainer's logprobs) and gradient
     norms (from the engine: forward_backward, then a zero-learning-rate step that reports the norm; the
     weights stay, Adam's moments do take these gradients in)."""
-    logq_KT = [torch.tensor(r.logprobs) for r in batch]
-    adv_N = torch.cat([torch.full((len(r.tokens),), r.advantage) for r in batch])
+    logq_KT = [torch.tensor(r.logprobs) for r in rollouts]
+    adv_N = torch.cat([torch.full((len(r.tokens),), r.advantage) for r in rollouts])
     ratio_N = torch.exp(torch.cat(logp_KT) - torch.cat(logq_KT))
     metrics = {"replay/ratio_mean": float(ratio_N.mean()), "replay/ratio_max": float(ratio_N.max()),
                "replay/ratio_min": float(ratio_N.min()), "replay/logratio_std": float(torch.log(ratio_N).std())}
     per_loss = {}
     for name, (builtin, config) in VARIANTS.items():
         if builtin is None:
-            _, m = losses.gspo(logp_KT, logq_KT, torch.tensor([r.advantage for r in batch]), len(batch))
+            _, m = losses.gspo(logp_KT, logq_KT, torch.tensor([r.advantage for r in rollouts]), len(rollouts))
             clip = m["gspo/token_clip_frac"]
-            fb = client.forward_backward_custom(datums, _gspo_loss(batch))
+            fb = client.forward_backward_custom(datums, _gspo_loss(rollouts))
         else:
             spec, full = losses.get_loss(builtin, config)
             terms = spec.fn(torch.cat(logp_KT), None, torch.cat(logq_KT), adv_N, **full)
@@ -149,21 +148,21 @@ def _replay(client, datums, batch, logp_KT) -> tuple[dict[str, float], dict[str,
     return metrics, per_loss
 
 
-def _gspo_loss(batch):
+def _gspo_loss(rollouts):
     """GSPO on the datums' completions; advantages are the datums' (already / tokens), as the others."""
     def loss_fn(data, logprobs_list):
-        logp_KT = [lp[len(r.prompt) - 1:] for lp, r in zip(logprobs_list, batch)]
+        logp_KT = [lp[len(r.prompt) - 1:] for lp, r in zip(logprobs_list, rollouts)]
         adv_K = torch.tensor([float(d.loss_fn_inputs["advantages"].to_torch()[-1]) for d in data])
         # x |y_i| so that a sequence's weight matches the token-level losses' sum over its tokens
-        adv_K = adv_K * torch.tensor([float(len(r.tokens)) for r in batch])
-        return losses.gspo(logp_KT, [torch.tensor(r.logprobs) for r in batch], adv_K, 1)
+        adv_K = adv_K * torch.tensor([float(len(r.tokens)) for r in rollouts])
+        return losses.gspo(logp_KT, [torch.tensor(r.logprobs) for r in rollouts], adv_K, 1)
     return loss_fn
 
 
-def _token_views(batch, logp_KT, tok) -> list[dict]:
+def _token_views(rollouts, logp_KT, tok) -> list[dict]:
     """Sequences as `token [ratio]` with the tokens PPO would clip marked, for the report."""
     rows = []
-    for r, lp in zip(batch, logp_KT):
+    for r, lp in zip(rollouts, logp_KT):
         ratios = torch.exp(lp - torch.tensor(r.logprobs)).tolist()
         marked = []
         for t, rho in zip(r.tokens, ratios):

@@ -19,22 +19,23 @@ only 30% of the time); the teacher a 5M model given an SFT of its own on all-box
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from .. import advantages, policy
-from ..client import ServiceClient
+from .. import advantages
 from ..coldstart import ColdStart, run_cold_start
-from ..distill import DistillConfig, teacher_advantages
-from ..policy import Rollout
+from ..distill import teacher_advantages
 from ..rewards import boxed_reward
+from ..rl import batch, update
+from ..rl.config import DistillConfig, KLConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.session import finish, open_session
+from ..rollout import trajectory_datum
 from ..track import RunDir, progress
-
 
 SIGNALS = ("teacher", "reward")
 
 
 @dataclass
-class Config(DistillConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, DistillConfig, SamplingConfig, MathConfig):
     teacher_model: str = "arl/tiny-qwen3-5m"
     """The teacher's base model (same tokenizer as the student's)."""
     teacher_sft_steps: int = 1200
@@ -44,11 +45,17 @@ class Config(DistillConfig):
     signal: str = "teacher"
     """What the advantage is: teacher (per-token reverse KL, OPD) or reward (GRPO's group-relative
     boxed reward: the plain-RL control from the same start)."""
+    adv_scale: str = "none"
+    """The reward control's group advantage: none (r - mean) or std ((r - mean) / std)."""
 
     def validate(self) -> None:
         super().validate()
         if self.signal not in SIGNALS:
             raise ValueError(f"signal={self.signal!r}: use teacher (OPD) or reward (the GRPO control)")
+        if self.adv_scale not in advantages.SCALES:
+            raise ValueError(f"adv_scale={self.adv_scale!r}: use one of {', '.join(advantages.SCALES)}")
+        if self.signal == "reward" and self.group_size < 2:
+            raise ValueError(f"group_size={self.group_size}: the reward control's group baseline needs at least 2 samples")
 
     def teacher_start(self) -> ColdStart:
         return ColdStart(self.teacher_model, self.teacher_sft_steps, learning_rate=self.teacher_sft_learning_rate,
@@ -67,18 +74,23 @@ PRESETS = {
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
-    session = policy.open_session(cfg, run, resume)
-    teacher = _teacher(cfg, session)
+    task = cfg.math_task()
+    session = open_session(cfg, run, resume, task)
+    client, tok = session.client, session.tokenizer
+    loss = update.Objective("importance_sampling", {}, cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
+    ref = session.reference() if cfg.kl_coef else None
+    # a frozen sampler over the teacher: its own cached SFT, or the base model with teacher_sft_steps=0
+    teacher = session.service.create_sampling_client(
+        base_model=cfg.teacher_model, model_path=run_cold_start(cfg.teacher_start(), task.train) if cfg.teacher_sft_steps else None)
     if session.start == 0:  # the teacher's own held-out score, under the same protocol (eval/teacher.json)
         run.log_metrics(0, {"eval/teacher/accuracy": session.held_out(0, teacher, "teacher")["eval/accuracy"]})
     with progress(cfg.steps, "opd", initial=session.start) as bar:
         for step in range(session.start, cfg.steps):
             t0 = time.perf_counter()
             # 1. the student samples
-            sampler = session.client.save_weights_and_get_sampling_client()
-            problems = policy.step_problems(session.train, step, cfg.batch_prompts)
-            prompts = [session.prompt(p) for p in problems]
-            groups = policy.sample_groups(sampler, prompts, cfg, step, session.stop)
+            problems = batch.step_items(task.train, step, cfg.batch_prompts)
+            prompts = [task.prompt(tok, p) for p in problems]
+            groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
 
             # 2. the teacher scores the same tokens (per-token reverse-KL advantages); the task reward
@@ -91,30 +103,23 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 adv_K = kl_adv_K
             else:
                 adv_K = [a for advs in advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)[0] for a in advs]
-            rollouts = [Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K) if a != 0]
+            kept = [update.Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K) if a != 0]
 
-            # 4-5. importance-sampling step on the completions with signal (every one, under the teacher)
-            lr = cfg.learning_rate_at(step)
-            metrics = policy.policy_step(session.client, cfg, rollouts, len(flat), lr, session.ref) if rollouts else {}
-            t_total = time.perf_counter() - t0
+            # 4. datums of the completions with signal (every one, under the teacher), 5. importance-sampling steps
+            stats = update.StepStats(loss)
+            for mb in update.minibatches(kept, loss, len(flat), cfg.minibatches, ref):
+                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
             # 6. log: the KL the student is pushed down, both models' logprobs, the task reward
-            frac_degenerate = sum(map(advantages.is_degenerate, rewards_BG)) / len(rewards_BG)
-            metrics.update(policy.group_metrics(rewards_BG, groups, rollouts, frac_degenerate, t_sample, t_total))
-            metrics.update(kl_metrics)
+            metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0),
+                       **kl_metrics}
             adv_BG = [adv_K[b * cfg.group_size:(b + 1) * cfg.group_size] for b in range(len(groups))]
-            policy.end_step(cfg, run, session, step + 1, metrics, policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
+            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
             bar.update()
             bar.set_metrics({"kl": metrics["opd/reverse_kl_mean"], "reward": metrics["reward/mean"]})
     title = f"On-policy distillation from {cfg.teacher_model} into {cfg.model}" if cfg.signal == "teacher" else \
         f"GRPO control (reward signal) from the OPD chapter's start, {cfg.model}"
-    policy.finish(cfg, run, session, title)
+    finish(session, title, asdict(cfg))
     return run
-
-
-def _teacher(cfg: Config, session):
-    """A frozen sampler over the teacher: its own cached SFT, or the base model with teacher_sft_steps=0."""
-    service = ServiceClient(run_name="teacher")
-    if cfg.teacher_sft_steps == 0:
-        return service.create_sampling_client(base_model=cfg.teacher_model)
-    return service.create_sampling_client(model_path=run_cold_start(cfg.teacher_start(), session.train))

@@ -28,31 +28,29 @@ run keeps its finished stages and restarts an unfinished one from that stage's s
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 
-from .. import checkpoints, policy, report
-from ..client import ServiceClient
-from ..coldstart import ColdStart, encode_chat, run_cold_start
-from ..data import dosage, format_prompt
-from ..distill import DistillConfig, interleaved_schedule, parse_ratio, teacher_advantages
-from ..eval import evaluate_boxed
-from ..policy import Rollout
-from ..report.stages import plot_tradeoff, stage_rows
+from ..coldstart import ColdStart, run_cold_start
+from ..data import dosage
+from ..distill import interleaved_schedule, parse_ratio, parse_stages, teacher_advantages
 from ..rewards import boxed_reward
-from ..settings import configure
+from ..rl import batch, update
+from ..rl.config import DistillConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig
+from ..rl.session import service
+from ..rl.stages import Stages
+from ..rl.task import MathTask
+from ..rollout import trajectory_datum
 from ..track import RunDir, progress
 
 DOMAINS = ("specialist", "general")
-STARTS = {"sft": "base", "opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", "idt-opd": "base", "sft-idt-opd": "sft"}
-"""The stage whose final weights each stage starts from."""
-STAGES = ("opd", "sar-opd", "sft-sar-opd", "idt-opd", "sft-idt-opd")
-"""The OPD stages, in the order a run trains them (base and SFT are the cached models they start from)."""
+STAGES = {"opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", "idt-opd": "base", "sft-idt-opd": "sft"}
+"""The OPD stages, in the order a run trains them, and the stage whose final weights each starts from
+(base and SFT are the cached models)."""
 
 
 @dataclass
-class Config(DistillConfig):
+class Config(RunConfig, OptimConfig, DistillConfig, SamplingConfig, MathConfig):
     model: str = "arl/tiny-qwen3-5m"
     """The general model's base (its cold start below is the OPD chapter's teacher, cached)."""
     sft_steps: int = 1200
@@ -98,29 +96,12 @@ class Config(DistillConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.kl_coef:
-            raise ValueError("kl_coef: the specialist chapter has no reference KL; its teachers are the signal")
         if self.specialist_sft_steps < 1 or self.idt_steps < 1 or self.general_mix_steps < 1:
             raise ValueError("general_mix_steps, specialist_sft_steps and idt_steps must be >= 1")
         if not 0.0 <= self.general_mix < 0.5:
             raise ValueError(f"general_mix={self.general_mix}: a share of dose problems in [0, 0.5)")
         parse_ratio(self.idt_ratio, DOMAINS)
-        self.stage_list()
-
-    def stage_list(self) -> list[str]:
-        """`stages` as a list, checked: known names, no repeats, each stage's start trained before it."""
-        names = [n.strip() for n in self.stages.split(",") if n.strip()]
-        for i, name in enumerate(names):
-            if name not in STAGES:
-                raise ValueError(f"stages: unknown stage {name!r}; choose from {', '.join(STAGES)}")
-            if name in names[:i]:
-                raise ValueError(f"stages: {name!r} is listed twice")
-            start = STARTS[name]
-            if start in STAGES and start not in names[:i]:
-                raise ValueError(f"stages: {name!r} starts from {start!r}; list {start!r} before it")
-        if not names:
-            raise ValueError(f"stages: name at least one of {', '.join(STAGES)}")
-        return names
+        parse_stages(self.stages, STAGES)
 
     def general_model(self, init: str) -> ColdStart:
         """The broad SFT that makes the general model (the base): arithmetic with a `general_mix` share of dose problems."""
@@ -143,113 +124,67 @@ PRESETS = {
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
-    if cfg.threads:
-        configure(num_threads=cfg.threads)
+    svc = service(cfg, run)
     train, test = cfg.load_task()
     s_train, s_test = dosage.make_split(0, cfg.specialist_n_train, cfg.specialist_n_test)
-    data = {"specialist": (s_train, s_test), "general": (train, test)}
-    service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
-    base_path = run_cold_start(cfg.general_model(run_cold_start(cfg.cold_start(), train)), _mix(train, s_train, cfg.general_mix))
-    sft_path = run_cold_start(cfg.specialist_sft(base_path), s_train)
-    base = service.create_sampling_client(model_path=base_path)
-    sft = service.create_sampling_client(model_path=sft_path)
-    tok = base.get_tokenizer()
-    stop = [tok.eos_token]
-    prompts = {d: [encode_chat(tok, format_prompt(p)) for p in data[d][1]] for d in DOMAINS}
-    done = _load_stages(run) if resume else {"rows": [], "states": {}, "starts": STARTS}
-
-    def held_out(stage: str, step: int, sampler) -> dict[str, float]:
-        """Both domains' held-out accuracy (eval/STAGE-DOMAIN-NNNN.json), recorded in eval/stages.json."""
-        row = {"stage": stage, "step": step}
-        for d in DOMAINS:
-            out = evaluate_boxed(run, step, sampler, prompts[d], [p.answer for p in data[d][1]], cfg.max_tokens, stop,
-                                 f"{stage}-{d}-{step:04d}")
-            row[d] = out["eval/accuracy"]
-        done["rows"].append(row)
-        checkpoints.write_json(run.eval_dir / "stages.json", done)
-        return {f"eval/{d}/accuracy": row[d] for d in DOMAINS}
-
-    def stage(name: str, offset: int, start: str, schedule: list[tuple[str, int]], teachers: dict, lr: float) -> str:
-        """OPD steps from the state `start` along `schedule` ((domain, its batch index) per step);
-        logged at global steps offset+1...; returns the final state's path."""
-        if name in done["states"]:
-            return done["states"][name]
-        done["rows"] = [r for r in done["rows"] if r["stage"] != name]
-        run.truncate_after(offset)
-        client = service.create_training_client_from_state(start)  # weights only: a fresh optimizer
-        with progress(len(schedule), name) as bar:
-            for i, (domain, cursor) in enumerate(schedule):
-                t0 = time.perf_counter()
-                # 1. the student samples this step's prompts of its domain
-                problems = policy.step_problems(data[domain][0], cursor, cfg.batch_prompts)
-                student_prompts = [encode_chat(tok, format_prompt(p)) for p in problems]
-                groups = policy.sample_groups(client.save_weights_and_get_sampling_client(), student_prompts, cfg,
-                                              offset + i, stop)
-                # 2. that domain's teacher scores the same tokens: per-token reverse-KL advantages
-                flat = [(p, s) for p, seqs in zip(student_prompts, groups) for s in seqs]
-                adv_K, metrics = teacher_advantages(teachers[domain], [p for p, _ in flat], [s for _, s in flat],
-                                                    cfg.beta, cfg.discount)
-                # 3. one importance-sampling step on every sampled token
-                rollouts = [Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K)]
-                metrics.update(policy.policy_step(client, cfg, rollouts, len(rollouts), lr))
-                # 4. log under the domain's name (the task reward for information), evaluate when due
-                rewards = [boxed_reward(s.text, p.answer) for p, seqs in zip(problems, groups) for s in seqs]
-                metrics["reward/mean"] = sum(rewards) / len(rewards)
-                metrics["time/step"] = time.perf_counter() - t0
-                logged = {f"{domain}/{k}": v for k, v in metrics.items()}
-                logged["train/specialist_step"] = float(domain == "specialist")
-                logged["train/datums"] = float(len(rollouts))
-                if (i + 1) % cfg.eval_every == 0 or i + 1 == len(schedule):
-                    logged.update(held_out(name, i + 1, client.save_weights_and_get_sampling_client()))
-                run.log_metrics(offset + i + 1, logged)
-                bar.update()
-                bar.set_metrics({"domain": domain, "kl": metrics["opd/reverse_kl_mean"]})
-        path = client.save_state(name).result().path
-        done["states"][name] = path
-        checkpoints.write_json(run.eval_dir / "stages.json", done)
-        return path
-
-    if not done["rows"]:
-        run.log_metrics(0, held_out("base", 0, base))
-    if not any(r["stage"] == "sft" for r in done["rows"]):
-        held_out("sft", cfg.specialist_sft_steps, sft)
-    specialist_only = [("specialist", k) for k in range(cfg.steps)]
-    general_only = [("general", k) for k in range(cfg.steps)]
-    interleaved = interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps)
-    both = {"specialist": sft, "general": base}
-    plans = {  # stage: (schedule, teachers by domain, learning rate)
-        "opd": (specialist_only, {"specialist": sft}, cfg.learning_rate),
-        "sar-opd": (general_only, {"general": base}, cfg.sar_learning_rate),
-        "sft-sar-opd": (general_only, {"general": base}, cfg.sar_learning_rate),
+    tasks = {"specialist": MathTask(s_train, s_test, None, cfg.max_tokens), "general": MathTask(train, test, None, cfg.max_tokens)}
+    paths = {"base": run_cold_start(cfg.general_model(run_cold_start(cfg.cold_start(), train)), _mix(train, s_train, cfg.general_mix))}
+    paths["sft"] = run_cold_start(cfg.specialist_sft(paths["base"]), s_train)
+    base, sft = (svc.create_sampling_client(model_path=paths[name]) for name in ("base", "sft"))
+    tok, loss = base.get_tokenizer(), update.Objective("importance_sampling", {}, cfg.normalizer, cfg.max_tokens)
+    stages = Stages(run, {"sft": "base", **STAGES}, tasks, tok, resume)
+    if not stages.evaluated("base"):
+        run.log_metrics(0, stages.evaluate("base", 0, base))
+    if not stages.evaluated("sft"):
+        stages.evaluate("sft", cfg.specialist_sft_steps, sft)
+    interleaved, both = interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps), {"specialist": sft, "general": base}
+    plans = {  # stage: (schedule: (domain, its batch index) per step, teachers by domain, learning rate)
+        "opd": ([("specialist", k) for k in range(cfg.steps)], {"specialist": sft}, cfg.learning_rate),
+        "sar-opd": ([("general", k) for k in range(cfg.steps)], {"general": base}, cfg.sar_learning_rate),
+        "sft-sar-opd": ([("general", k) for k in range(cfg.steps)], {"general": base}, cfg.sar_learning_rate),
         "idt-opd": (interleaved, both, cfg.learning_rate),
         "sft-idt-opd": (interleaved, both, cfg.sar_learning_rate),
     }
-    paths, offset = {"base": base_path, "sft": sft_path}, 0
-    for name in cfg.stage_list():
+    offset = 0
+    for name in parse_stages(cfg.stages, STAGES):
         schedule, teachers, lr = plans[name]
-        paths[name] = stage(name, offset, paths[STARTS[name]], schedule, teachers, lr)
+        if stages.state(name) is None:
+            stages.begin(name, offset)
+            client = svc.create_training_client_from_state(paths[STAGES[name]])  # weights only: a fresh optimizer
+            with progress(len(schedule), name) as bar:
+                for i, (domain, cursor) in enumerate(schedule):
+                    t0 = time.perf_counter()
+                    # 1. the student samples this step's prompts of its domain
+                    problems = batch.step_items(tasks[domain].train, cursor, cfg.batch_prompts)
+                    prompts = [tasks[domain].prompt(tok, p) for p in problems]
+                    groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, offset + i, [tok.eos_token])
+                    # 2. that domain's teacher scores the same tokens: per-token reverse-KL advantages
+                    flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
+                    adv_K, metrics = teacher_advantages(teachers[domain], [p for p, _ in flat], [s for _, s in flat], cfg.beta, cfg.discount)
+                    rollouts = [update.Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K)]
+                    # 3. datums of every sampled token, importance-sampling steps
+                    stats = update.StepStats(loss)
+                    for mb in update.minibatches(rollouts, loss, len(rollouts), cfg.minibatches):
+                        datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                        fb = client.forward_backward(datums, *loss.builtin)
+                        stats.add(mb, fb.result(), client.optim_step(cfg.adam(i, lr)).result())
+                    # 4. log under the domain's name (the task reward for information), evaluate when due
+                    rewards = [boxed_reward(s.text, p.answer) for p, seqs in zip(problems, groups) for s in seqs]
+                    metrics.update({**stats.metrics(), "reward/mean": sum(rewards) / len(rewards), "time/step": time.perf_counter() - t0})
+                    logged = {**{f"{domain}/{k}": v for k, v in metrics.items()}, "train/specialist_step": float(domain == "specialist"),
+                              "train/datums": float(len(rollouts))}
+                    if (i + 1) % cfg.eval_every == 0 or i + 1 == len(schedule):
+                        logged.update(stages.evaluate(name, i + 1, client.save_weights_and_get_sampling_client()))
+                    run.log_metrics(offset + i + 1, logged)
+                    bar.update()
+                    bar.set_metrics({"domain": domain, "kl": metrics["opd/reverse_kl_mean"]})
+            stages.end(name, client.save_state(name).result().path)
+        paths[name] = stages.state(name)
         offset += len(schedule)
-    _finish(cfg, run, done)
+    stages.finish(f"Specialist vs general OPD ({cfg.model})", asdict(cfg))
     return run
 
 
 def _mix(train: list, s_train: list, share: float) -> list:
     """`train` plus enough of `s_train` that the dose problems are `share` of the whole."""
     return train + s_train[:round(len(train) * share / (1.0 - share))]
-
-
-def _load_stages(run: RunDir) -> dict:
-    file = run.eval_dir / "stages.json"
-    return json.loads(file.read_text()) if file.is_file() else {"rows": [], "states": {}, "starts": STARTS}
-
-
-def _finish(cfg: Config, run: RunDir, done: dict) -> None:
-    """Summary (both domains at each stage's end), the trade-off plot and the report."""
-    ends = stage_rows([done["rows"]], DOMAINS, final_only=True)
-    summary = {f"{r['stage']}/{d}": r[d][0] for r in ends for d in DOMAINS}
-    run.write_eval("summary", {**summary, "config": asdict(cfg)})
-    report.plot_metrics(run)
-    plot_tradeoff(run.plots_dir / "tradeoff.png", [done["rows"]], DOMAINS, STARTS)
-    report.write_report(run, f"Specialist vs general OPD ({cfg.model})",
-                        summary_rows=[{"stage": r["stage"], **{d: r[d][0] for d in DOMAINS}} for r in ends],
-                        eval_table=done["rows"], rollouts_sample=[])

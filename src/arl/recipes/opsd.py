@@ -21,22 +21,22 @@ The teacher's weights never change: every step logs the teacher's logprob of one
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
-from .. import advantages, policy
-from ..client import ServiceClient
-from ..coldstart import ColdStart, encode_chat
+from ..coldstart import encode_chat
 from ..data import format_privileged_prompt
-from ..distill import DistillConfig, teacher_advantages
+from ..distill import teacher_advantages
 from ..eval import evaluate_boxed
-from ..policy import Rollout
 from ..rewards import boxed_reward
-from ..rollout import score_completions
+from ..rl import batch, update
+from ..rl.config import DistillConfig, KLConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.session import finish, open_session
+from ..rollout import score_completions, trajectory_datum
 from ..track import RunDir, progress
 
 
 @dataclass
-class Config(DistillConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, DistillConfig, SamplingConfig, MathConfig):
     sft_privileged_fraction: float = 0.5
     """Share of cold-start problems shown with their reference solution in the prompt (so that the
     start model, OPSD's teacher, can use one)."""
@@ -49,9 +49,6 @@ class Config(DistillConfig):
         if self.sft_steps < 1:
             raise ValueError("sft_steps: OPSD's teacher is the cold start; it needs at least 1 SFT step")
 
-    def cold_start(self) -> ColdStart:
-        return replace(super().cold_start(), privileged_fraction=self.sft_privileged_fraction)
-
 
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=2, max_tokens=12, sft_steps=2,
@@ -61,10 +58,13 @@ PRESETS = {
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
-    session = policy.open_session(cfg, run, resume)
-    tok, test = session.tokenizer, session.test
+    task = cfg.math_task(replace(cfg.cold_start(), privileged_fraction=cfg.sft_privileged_fraction))
+    session = open_session(cfg, run, resume, task)
+    client, tok, test = session.client, session.tokenizer, task.test
+    loss = update.Objective("importance_sampling", {}, cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
+    ref = session.reference() if cfg.kl_coef else None
     # the teacher: the start weights, frozen (a sampler over the saved state, never a training client)
-    teacher = ServiceClient(run_name="teacher").create_sampling_client(model_path=session.start_path)
+    teacher = session.service.create_sampling_client(model_path=session.start_path)
     probe = (encode_chat(tok, format_privileged_prompt(test[0])), tok.encode(test[0].solution, add_special_tokens=False))
     if session.start == 0:  # the teacher with its privilege, under the same protocol (eval/teacher.json)
         out = evaluate_boxed(run, 0, teacher, [encode_chat(tok, format_privileged_prompt(p)) for p in test],
@@ -74,32 +74,34 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         for step in range(session.start, cfg.steps):
             t0 = time.perf_counter()
             # 1. the student samples from the plain prompt
-            sampler = session.client.save_weights_and_get_sampling_client()
-            problems = policy.step_problems(session.train, step, cfg.batch_prompts)
-            prompts = [session.prompt(p) for p in problems]
-            groups = policy.sample_groups(sampler, prompts, cfg, step, session.stop)
+            sampler = client.save_weights_and_get_sampling_client()
+            problems = batch.step_items(task.train, step, cfg.batch_prompts)
+            flat = [(task.prompt(tok, p), p) for p in problems]
+            groups = batch.sample_groups(sampler, [p for p, _ in flat], cfg, step, session.stop)
             t_sample = time.perf_counter() - t0
 
             # 2. the teacher scores the same tokens after the privileged prompt: per-token reverse-KL advantages
-            flat = [(p, problem, s) for p, problem, seqs in zip(prompts, problems, groups) for s in seqs]
+            flat = [(p, problem, s) for (p, problem), seqs in zip(flat, groups) for s in seqs]
             teacher_prompts = [encode_chat(tok, format_privileged_prompt(problem)) for _, problem, _ in flat]
             adv_K, kl_metrics = teacher_advantages(teacher, teacher_prompts, [s for *_, s in flat], cfg.beta, cfg.discount)
-            rollouts = [Rollout(p, s.tokens, s.logprobs, a) for (p, _, s), a in zip(flat, adv_K)]
+            rollouts = [update.Rollout(p, s.tokens, s.logprobs, a) for (p, _, s), a in zip(flat, adv_K)]
 
-            # 3. importance-sampling step on every sampled token
-            metrics = policy.policy_step(session.client, cfg, rollouts, len(rollouts), cfg.learning_rate_at(step), session.ref)
+            # 3. datums of every sampled token, importance-sampling steps
+            stats = update.StepStats(loss)
+            for mb in update.minibatches(rollouts, loss, len(rollouts), cfg.minibatches, ref):
+                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
             t_total = time.perf_counter() - t0
 
             # 4. log: the KL, the probe (teacher constant, student moving), the task reward (not trained on)
             rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
-            frac_degenerate = sum(map(advantages.is_degenerate, rewards_BG)) / len(rewards_BG)
-            metrics.update(policy.group_metrics(rewards_BG, groups, rollouts, frac_degenerate, t_sample, t_total))
-            metrics.update(kl_metrics)
-            metrics["opsd/teacher_probe_logprob"] = sum(score_completions(teacher, [probe])[0])
-            metrics["opsd/student_probe_logprob"] = sum(score_completions(sampler, [(session.prompt(test[0]), probe[1])])[0])
+            metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, rollouts, t_sample, t_total), **kl_metrics,
+                       "opsd/teacher_probe_logprob": sum(score_completions(teacher, [probe])[0]),
+                       "opsd/student_probe_logprob": sum(score_completions(sampler, [(task.prompt(tok, test[0]), probe[1])])[0])}
             adv_BG = [adv_K[b * cfg.group_size:(b + 1) * cfg.group_size] for b in range(len(groups))]
-            policy.end_step(cfg, run, session, step + 1, metrics, policy.rollout_rows(problems, groups, rewards_BG, adv_BG))
+            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
             bar.update()
             bar.set_metrics({"kl": metrics["opd/reverse_kl_mean"], "reward": metrics["reward/mean"]})
-    policy.finish(cfg, run, session, f"On-policy self-distillation (privileged teacher = start weights), {cfg.model}")
+    finish(session, f"On-policy self-distillation (privileged teacher = start weights), {cfg.model}", asdict(cfg))
     return run

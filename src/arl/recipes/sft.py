@@ -15,18 +15,18 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import report
-from ..client import ServiceClient
+from ..coldstart import run_cold_start, sft_examples, sft_step, sft_targets
 from ..config import require_positive
-from ..coldstart import MathTask, encode_chat, run_cold_start, sft_examples, sft_step, sft_targets
-from ..data import format_prompt
-from ..eval import before_after, evaluate_boxed, summary_rows
-from ..settings import configure
+from ..eval import before_after, summary_rows
+from ..rl.config import MathConfig, RunConfig
+from ..rl.session import service
+from ..rl.task import MathTask
 from ..track import RunDir, progress
 from ..types import AdamParams
 
 
 @dataclass
-class Config(MathTask):
+class Config(RunConfig, MathConfig):
     time_budget_s: float = 180.0
     """Wall time of the training steps (evaluation excluded); 0 = run `steps` steps."""
     steps: int = 10_000
@@ -43,8 +43,6 @@ class Config(MathTask):
     """Evaluate every N steps (and before and after)."""
     seed: int = 0
     """Seed of the batch order."""
-    threads: int = 0
-    """torch threads (0 = the default, min(2, cores))."""
 
     def validate(self) -> None:
         super().validate()
@@ -63,20 +61,16 @@ PRESETS = {
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if resume:
         raise ValueError("the SFT control does not resume: it is a few minutes long, start it again")
-    if cfg.threads:
-        configure(num_threads=cfg.threads)
-    train, test = cfg.load_task()
+    svc = service(cfg, run)
     start = cfg.cold_start()
-    client = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir)) \
-        .create_training_client_from_state_with_optimizer(run_cold_start(start, train))
+    task = MathTask(*cfg.load_task(), start, cfg.max_tokens)
+    client = svc.create_training_client_from_state_with_optimizer(run_cold_start(start, task.train))
     tok = client.get_tokenizer()
     plain = start.plain_fraction if cfg.plain_fraction < 0 else cfg.plain_fraction
-    examples = sft_examples(tok, train, sft_targets(train, plain, start.data_seed))
-    test_prompts = [encode_chat(tok, format_prompt(p)) for p in test]
+    examples = sft_examples(tok, task.train, sft_targets(task.train, plain, start.data_seed))
 
     def held_out(step: int) -> dict[str, float]:
-        return evaluate_boxed(run, step, client.save_weights_and_get_sampling_client(), test_prompts,
-                              [p.answer for p in test], cfg.max_tokens, [tok.eos_token])
+        return task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok)
 
     run.log_metrics(0, held_out(0))
     rng = random.Random(cfg.seed)

@@ -14,8 +14,8 @@ advantage 0 (`arl.rollout.trajectory_datum`). Loss reduction: token mean over th
 The mini task: real TextWorld games (`textworld` package) of one room, 3 objects and quests of 1-2
 commands, generated with seeds (`arl.data.textworld_games`); held-out games have seeds no training
 game has. An SFT cold start on the training games' walkthroughs, laid out as rollouts are (two
-cached stages), leaves the tiny model partly competent (24% of the held-out games won). `games=alfworld` plays ALFWorld's games instead (`arl.envs.alfworld`:
-the alfworld package and its downloaded game files; no cold start).
+cached stages), leaves the tiny model partly competent. `games=alfworld` plays ALFWorld's games instead
+(`arl.envs.alfworld`: the alfworld package and its downloaded game files; no cold start).
 
     arl run textworld --preset mini [seed=1]
     arl show runs/textworld/<name>            # the trajectories, token by token
@@ -25,26 +25,26 @@ the alfworld package and its downloaded game files; no cold start).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from .. import policy
-from ..client import ServiceClient
-from ..coldstart import ColdStart, content_digest, demonstration_examples, run_cold_start
+from .. import advantages
+from ..coldstart import content_digest
 from ..data.textworld_games import Game, make_games
 from ..envs.textworld import COUNTERS, STOP_REASONS, TextWorldEnv, opening, walkthrough_messages
-from ..eval.agent import evaluate_agent
-from ..policy import PolicyConfig
-from ..rollout import Budgets, ChatTokens, rollout_groups
-from ..settings import configure
-from ..track import RunDir, Tracker, progress
+from ..rl import batch, update
+from ..rl.config import AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.session import finish, open_session
+from ..rl.task import EnvTask
+from ..rollout import rollout_groups, trajectory_datum
+from ..track import RunDir, progress
 
 SUMMARY_KEYS = ("won", "steps", "invalid_actions", "score", "turns", "no_tool_rate", "valid_tool_call_rate")
 
 
 @dataclass
-class Config(PolicyConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, SamplingConfig, AgentConfig):
     """The TextWorld agent's fields: the games, the rollout budgets, the cold start, and the
-    policy-update ones it shares with GRPO (`arl.policy.PolicyConfig`)."""
+    policy-update ones it shares with GRPO."""
 
     games: str = "textworld"
     """textworld (games generated with seeds), or alfworld (ALFWorld's game files: the alfworld package and
@@ -64,24 +64,13 @@ class Config(PolicyConfig):
     turn that quits (no call, or an unreadable one) is charged for itself and every turn left."""
     max_tokens: int = 48
     """Sampled tokens per assistant turn."""
-    max_turns: int = 4
-    """Assistant turns (game steps) per episode."""
     max_trajectory_tokens: int = 1024
     """Prompt, turns and observations of one episode."""
-    max_observation_tokens: int = 64
-    """Tokens of one observation; longer ones are cut and marked."""
-    tool_schemas: bool = False
-    """Put act's JSON schema in the prompt through the chat template's tools= (240 more tokens a sequence);
-    off, the system prompt names the tool and the cold start teaches the call format."""
     sft_steps: int = 300
     """Cold-start SFT steps on the training games' walkthroughs (cached across runs with the same settings)."""
     sft_stages: int = 2
     """Cold-start stages of sft_steps each: stage k starts from stage k-1's weights (a fresh optimizer, the
     examples in another order) and is cached on its own, so a longer cold start extends a shorter one."""
-    sft_batch_size: int = 16
-    """Walkthroughs per cold-start step."""
-    sft_learning_rate: float = 3e-3
-    """Cold-start learning rate."""
     batch_prompts: int = 4
     """Games per step."""
     group_size: int = 8
@@ -95,7 +84,6 @@ class Config(PolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.budgets().validate()
         if self.games not in ("textworld", "alfworld"):
             raise ValueError(f"games={self.games!r}: use textworld or alfworld")
         if self.max_rooms < 1 or self.n_objects < 1 or self.max_quest_length < 1:
@@ -115,54 +103,6 @@ class Config(PolicyConfig):
                 raise ValueError(f"sft_steps={self.sft_steps}: ALFWorld's files hold no walkthroughs to demonstrate; "
                                  "set sft_steps=0 (start from an instruction-tuned model)")
 
-    def budgets(self) -> Budgets:
-        # one command per turn: the tool-call budget is the turn budget
-        return Budgets(self.max_turns, self.max_turns, self.max_tokens, self.max_trajectory_tokens,
-                       self.max_observation_tokens)
-
-    def task(self) -> "GameTask":
-        if self.games == "alfworld":
-            from ..envs.alfworld import AlfWorldEnv, load_alfworld_games
-            return GameTask(load_alfworld_games("train", limit=self.n_train),
-                            load_alfworld_games("valid_unseen", limit=self.n_test), AlfWorldEnv, self.invalid_penalty, self.max_turns)
-        train, test = make_games(self.n_train, self.n_test, self.max_rooms, self.n_objects, self.max_quest_length)
-        return GameTask(train, test, TextWorldEnv, self.invalid_penalty, self.max_turns)
-
-    def start_weights(self, task: "GameTask") -> str | None:
-        """The cold start: SFT on every training game's walkthrough as the game answers it (the `act`
-        calls and the real observations), laid out as the rollout lays out tokens, trained on the
-        assistant tokens only (cached by content). No held-out game is demonstrated."""
-        if self.sft_steps == 0:
-            return None
-        conversations = [(opening(g), env.tools, walkthrough_messages(env)) for g in task.train
-                         for env in [task.env(g)]]
-        digest = content_digest([o + m for o, _, m in conversations[::20]])
-        path = None
-        for stage in range(self.sft_stages):
-            spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
-                             data_seed=stage, init=path,
-                             task=f"textworld-{digest}-{len(conversations)}-obs{self.max_observation_tokens}"
-                                  f"-schemas{int(self.tool_schemas)}")
-            path = run_cold_start(spec, task.train, lambda tokenizer: demonstration_examples(
-                tokenizer, self.tool_schemas, conversations, self.max_observation_tokens))
-        return path
-
-
-@dataclass
-class GameTask:
-    train: list[Game]
-    test: list[Game]
-    env_type: type
-    invalid_penalty: float
-    max_steps: int
-    """The turn budget: what a turn that quits the game is charged for (`TextWorldEnv.quit_reward`)."""
-
-    def env(self, game: Game) -> TextWorldEnv:
-        return self.env_type(game, self.invalid_penalty, self.max_steps)
-
-    def envs(self, games: list[Game], copies: int = 1) -> list[list[TextWorldEnv]]:
-        return [[self.env(g) for _ in range(copies)] for g in games]
-
 
 def game_item(game: Game) -> dict:
     return {"game": game.seed, "rooms": game.rooms, "quest_length": game.quest_length, "objective": game.objective,
@@ -181,48 +121,65 @@ PRESETS = {
 }
 
 
+def make_task(cfg: Config) -> EnvTask:
+    """The games as `textworld` episodes (a quitting turn is charged for the `max_turns` budget), or
+    ALFWorld's. The cold start: SFT on every training game's walkthrough as the game answers it (the
+    `act` calls and the real observations), in `sft_stages` cached stages; no held-out game is shown."""
+    if cfg.games == "alfworld":
+        from ..envs.alfworld import AlfWorldEnv as env_type, load_alfworld_games
+        train, test = load_alfworld_games("train", limit=cfg.n_train), load_alfworld_games("valid_unseen", limit=cfg.n_test)
+    else:
+        env_type, (train, test) = TextWorldEnv, make_games(cfg.n_train, cfg.n_test, cfg.max_rooms, cfg.n_objects,
+                                                           cfg.max_quest_length)
+
+    def env(game: Game) -> TextWorldEnv:
+        return env_type(game, cfg.invalid_penalty, cfg.max_turns)
+
+    def cold_start() -> str | None:
+        if cfg.sft_steps == 0:
+            return None
+        conversations = [(opening(g), e.tools, walkthrough_messages(e)) for g in train for e in [env(g)]]
+        digest = content_digest([o + m for o, _, m in conversations[::20]])
+        return cfg.demonstration_cold_start(f"textworld-{digest}-{len(conversations)}-obs{cfg.max_observation_tokens}"
+                                            f"-schemas{int(cfg.tool_schemas)}", conversations, cfg.sft_stages)
+
+    return EnvTask(train, test, env, cfg.budgets(), cfg.tool_schemas, describe=game_item, tag=lambda g: f"quest{g.quest_length}",
+                   summary_keys=SUMMARY_KEYS, table_keys=("won", "steps", "invalid_actions", "quest1/won", "quest2/won", "quest3/won"),
+                   cold_start=cold_start, counters=COUNTERS, stop_reasons=STOP_REASONS, prompt_key="objective")
+
+
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
-    if cfg.threads:
-        configure(num_threads=cfg.threads)
-    task, budgets = cfg.task(), cfg.budgets()
-    service = ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
-    start, client, ref, start_path = policy.start_client(cfg, run, service, task, resume)
-    chat = ChatTokens(client.get_tokenizer(), cfg.tool_schemas)
-
-    def held_out(step: int, sampler, name: str | None = None) -> dict[str, float]:
-        return evaluate_agent(run, step, sampler, [task.env(g) for g in task.test], [f"quest{g.quest_length}" for g in task.test],
-                              chat, budgets, [game_item(g) for g in task.test], main="won", name=name,
-                              counters=COUNTERS, stop_reasons=STOP_REASONS)
-
-    if start == 0:
-        run.log_metrics(0, held_out(0, client.save_weights_and_get_sampling_client()))
-    session = policy.Session(task.train, task.test, start, client, ref, start_path, chat.tokenizer,
-                             [chat.tokenizer.eos_token], held_out, Tracker.create(cfg.tracker, run))
-    with progress(cfg.steps, "textworld", initial=start) as bar:
-        for step in range(start, cfg.steps):
+    task = make_task(cfg)
+    session = open_session(cfg, run, resume, task)
+    client, chat = session.client, task.chat(session.tokenizer)
+    loss = update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
+    ref = session.reference() if cfg.kl_coef else None
+    with progress(cfg.steps, "textworld", initial=session.start) as bar:
+        for step in range(session.start, cfg.steps):
             t0 = time.perf_counter()
             # 1. play a group of episodes of each game from the current weights
-            sampler = client.save_weights_and_get_sampling_client()
-            games = policy.step_problems(task.train, step, cfg.batch_prompts)
-            groups = rollout_groups(sampler, task.envs(games, cfg.group_size), chat, budgets, cfg.temperature,
-                                    policy.episode_seed(cfg, step))
+            games = batch.step_items(task.train, step, cfg.batch_prompts)
+            groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(games, cfg.group_size), chat,
+                                    task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
             t_sample = time.perf_counter() - t0
 
-            # 2. group-relative advantage over the branches of the same game (degenerate groups: all zero)
-            frac_degenerate = policy.episode_advantages(groups, cfg.adv_scale)
+            # 2. reward: 1 for a win, minus the invalid actions' charges (the game's); 3. advantage over the
+            # branches of the same game (degenerate groups: all zero)
+            adv_BG, _ = advantages.batch_advantages(batch.episode_rewards(groups), scale=cfg.adv_scale)
+            kept = batch.trained_episodes(groups, adv_BG)
 
-            # 3. one policy-gradient step on the policy's tokens (observations masked) of episodes with signal
-            kept = policy.trained_episodes(groups)
-            lr = cfg.learning_rate_at(step)
-            metrics = policy.policy_step(client, cfg, kept, cfg.batch_prompts * cfg.group_size, lr, ref) if kept else {}
+            # 4. datums of the policy's tokens (observations masked), 5. the update
+            stats = update.StepStats(loss)
+            for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
+                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
+
+            # 6. log: episode statistics (won, steps, invalid actions, score), what was trained, timings
             t_total = time.perf_counter() - t0
-
-            # 4. log: episode statistics (won, steps, invalid actions, score), what was trained, timings
-            metrics.update(policy.episode_metrics(groups, kept, frac_degenerate, t_sample, t_total, COUNTERS, STOP_REASONS))
-            rows = [{"group": i, **game_item(gm), **t.to_json()} for i, (gm, g) in enumerate(zip(games, groups)) for t in g]
-            policy.end_step(cfg, run, session, step + 1, metrics, rows)
+            metrics = {**stats.metrics(), **batch.episode_metrics(groups, kept, t_sample, t_total, COUNTERS, STOP_REASONS)}
+            session.end_step(step + 1, metrics, task.rows(games, groups, adv_BG))
             bar.update()
             bar.set_metrics({"reward": metrics["reward/mean"], "won": metrics["rollout/won"]})
-    policy.finish_episodes(cfg, run, session, f"TextWorld agent on {cfg.games} games, {cfg.model}", SUMMARY_KEYS,
-                           ("won", "steps", "invalid_actions", "quest1/won", "quest2/won", "quest3/won"), "objective")
+    finish(session, f"TextWorld agent on {cfg.games} games, {cfg.model}", asdict(cfg))
     return run

@@ -3,7 +3,7 @@
 It opens with two of the learning path's questions for this comparison: which variable changed (the
 config diff between arms, and checks that nothing else did: data order, eval items, budgets) and
 which conclusions still need stronger controls. Then: arms that make the same update (by
-`recipe.same_update`, a numerical check of their gradients), held-out results per arm with paired
+the chapter's `same_update`, a numerical check of their gradients), held-out results per arm with paired
 bootstrap intervals and a verdict against the reference arm, and every metric's curve with a 95% band
 across seeds.
 """
@@ -14,6 +14,7 @@ import base64
 import html
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ from .html import CSS, _table
 from .plots import COLORS, STYLE, _safe_name, group_of, is_noisy, moving_average, panel_grid, png_bytes, series
 from .stages import format_rows, plot_tradeoff, stage_rows
 
+SameUpdate = Callable[[object, object], bool]
+"""A chapter's `same_update(cfg_a, cfg_b)`: whether two arms' configs make the same update."""
 IGNORED_DIFF = ("seed", "threads", "tracker")
 """Config fields that may differ between runs without changing what is compared."""
 
@@ -99,12 +102,8 @@ def _same_inputs(plan: Plan, runs) -> tuple[list[str], list[str]]:
     return ok, problems
 
 
-def _equivalences(plan: Plan, runs) -> list[dict]:
-    """Pairs of arms that make the same update (recipe.same_update), and whether their runs agree."""
-    from ..recipes import load
-
-    recipe = load(plan.chapter)
-    same = getattr(recipe, "same_update", None)
+def _equivalences(plan: Plan, runs, same: SameUpdate | None) -> list[dict]:
+    """Pairs of arms that make the same update (the chapter's `same_update`), and whether their runs agree."""
     if same is None:
         return []
     out = []
@@ -195,9 +194,10 @@ def _metrics(runs) -> dict[str, dict[int, list[dict]]]:
     return {arm: {s: r.read_metrics() for s, r in by_seed.items()} for arm, by_seed in runs.items()}
 
 
-def compare_results(plan: Plan, runs=None, rows=None) -> dict:
+def compare_results(plan: Plan, runs=None, rows=None, same_update: SameUpdate | None = None) -> dict:
     """Everything the report shows, as data (also written as results.json); `runs` / `rows` (the
-    finished run folders and their metrics) are read here unless the caller already has them."""
+    finished run folders and their metrics) are read here unless the caller already has them;
+    `same_update(cfg_a, cfg_b)` is the chapter's test of two arms making the same update (None: no test)."""
     runs = _runs(plan) if runs is None else runs
     rows = _metrics(runs) if rows is None else rows
     eval_keys = _eval_keys([rs for by_seed in rows.values() for rs in by_seed.values()])
@@ -221,7 +221,7 @@ def compare_results(plan: Plan, runs=None, rows=None) -> dict:
     return {"chapter": plan.chapter, "preset": plan.preset, "base": plan.base, "seeds": plan.seeds,
             "arms": [{"name": a.name, "overrides": a.overrides, "finished_seeds": sorted(runs[a.name])} for a in plan.arms],
             "config_diff": diff_rows, "problems": problems + input_problems, "checks": checks,
-            "same_update": _equivalences(plan, runs), "final": finals, "start": starts, "verdicts": verdicts,
+            "same_update": _equivalences(plan, runs, same_update), "final": finals, "start": starts, "verdicts": verdicts,
             "train_seconds": train_s, "step_means": cost, "eval_items": _eval_size(runs)}
 
 
@@ -279,11 +279,12 @@ def _fmt_arm_values(values: dict) -> str:
     return f"{100 * mean:.1f} ± {100 * half:.1f}" if len(xs) > 1 else f"{100 * mean:.1f}"
 
 
-def write_compare_report(plan: Plan) -> Path:
-    """Write results.json, plots/*.png, report.md and report.html in the comparison folder; return the html path."""
+def write_compare_report(plan: Plan, same_update: SameUpdate | None = None) -> Path:
+    """Write results.json, plots/*.png, report.md and report.html in the comparison folder; return the
+    html path. `same_update`: as in `compare_results`."""
     runs = _runs(plan)
     rows = _metrics(runs)
-    res = compare_results(plan, runs, rows)
+    res = compare_results(plan, runs, rows, same_update)
     folder = plan.folder
     _io.atomic_write_text(folder / "results.json", json.dumps(res, indent=2) + "\n")
     pngs = _curve_plots(runs, rows, folder / "plots") if any(runs.values()) else []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ..envs.tools import ToolCall, parse_tool_calls
+from ..tools.calls import ToolCall, parse_tool_calls
 from ..models import load_tokenizer
 from ..track import RunDir, _io
 from .html import CSS, fmt

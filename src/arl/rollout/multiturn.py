@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..envs.tools import tool_schema
+from ..tools.calls import tool_schema
 from ..types import ModelInput, SamplingParams
 
 if TYPE_CHECKING:
@@ -93,7 +93,6 @@ class Trajectory:
     stop_reason: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     """Per-turn counts summed over the episode (tool_calls, tool_errors, ...), plus `turns`."""
-    advantage: float = 0.0
 
     @property
     def truncated(self) -> bool:
@@ -119,9 +118,9 @@ class Trajectory:
         return [lp for turn in self.turns for lp in turn.logprobs]
 
     def to_json(self) -> dict:
+        """The episode as a rollout row (its advantage, a training step's value, is the caller's to add)."""
         return {"prompt_tokens": self.prompt, "turns": [t.to_json() for t in self.turns], "reward": self.reward,
-                "advantage": self.advantage, "stop_reason": self.stop_reason, "truncated": self.truncated,
-                "metrics": self.metrics}
+                "stop_reason": self.stop_reason, "truncated": self.truncated, "metrics": self.metrics}
 
 
 class ChatTokens:

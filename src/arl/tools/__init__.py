@@ -1,5 +1,6 @@
 """Tools an agent calls: typed functions whose signature and docstring become the tool schema — the
-local BM25 search (`search_tool`) and the Python sandbox (`Sandbox`, `code_interpreter`)."""
+local BM25 search (`search_tool`) and the Python sandbox (`Sandbox`, `code_interpreter`) — and the
+tool-call text the model writes (`calls`: schema, format, parser; used by data, envs and rollout alike)."""
 
 from arl.tools.sandbox import (
     Sandbox,

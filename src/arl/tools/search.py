@@ -78,7 +78,7 @@ def search_tool(index: BM25Index, k: int = 2) -> Callable[[str], str]:
     """The `search` tool bound to `index`, returning the top `k` passages as text.
 
     The returned function's name, signature and docstring are what the model is told about the tool
-    (`arl.envs.tools.tool_schema` reads them). A query that matches nothing returns `NO_RESULTS`,
+    (`arl.tools.calls.tool_schema` reads them). A query that matches nothing returns `NO_RESULTS`,
     an observation the model can react to, rather than raising.
     """
     if not isinstance(k, int) or k < 1:

@@ -1,8 +1,12 @@
 """One-variable comparisons: run every arm of a chapter with the same seeds, in one folder that can be
 extended and resumed.
 
-    plan = Plan.create("runs/compare/losses", "grpo", "mini", base={}, arms=parse_vary(["loss_fn=is,ppo"]), seeds=[0, 1, 2])
+    plan = Plan.create("runs/compare/losses", "grpo", "mini", base={}, arms=parse_vary(["loss_fn=is,ppo"]), seeds=[0, 1, 2],
+                       resolve=functools.partial(config.resolve, grpo.Config, grpo.PRESETS))
     run_all(plan)              # each run is `arl run` in its own process, its log under logs/
+
+`resolve(preset, overrides) -> config` is the chapter's config resolver: the caller (the CLI) passes it,
+so nothing here imports a recipe.
 
 Layout: `compare.json` (the plan), `runs/<chapter>/<arm>-seed<k>/` (ordinary run folders), `logs/`.
 A run is finished when its `eval/summary.json` exists; an unfinished one is resumed from its last
@@ -16,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -66,14 +71,17 @@ class Plan:
     arms: list[Arm]
     seeds: list[int]
     notes: dict = field(default_factory=dict)
+    resolve: Callable[[str, dict], object] | None = field(default=None, repr=False, compare=False)
+    """The chapter's `resolve(preset, overrides) -> Config` (not saved: the caller gives it)."""
 
     @classmethod
-    def create(cls, folder, chapter: str, preset: str, base: dict[str, str], arms: list[Arm], seeds: list[int]) -> "Plan":
+    def create(cls, folder, chapter: str, preset: str, base: dict[str, str], arms: list[Arm], seeds: list[int],
+               resolve: Callable[[str, dict], object]) -> "Plan":
         """A new plan, or an existing one in `folder` extended by new arms and seeds (chapter, preset and
         base settings must be the same: a comparison holds one fixed setting)."""
         folder = Path(folder)
         if (folder / PLAN_FILE).is_file():
-            old = cls.open(folder)
+            old = cls.open(folder, resolve)
             for what, a, b in (("chapter", old.chapter, chapter), ("preset", old.preset, preset), ("--set", old.base, base)):
                 if a != b:
                     raise ValueError(f"{folder} compares {what} {a!r}, not {b!r}; choose another --out for a new comparison")
@@ -82,18 +90,19 @@ class Plan:
             old.seeds += [s for s in seeds if s not in old.seeds]
             plan = old
         else:
-            plan = cls(folder, chapter, preset, dict(base), list(arms), list(seeds))
+            plan = cls(folder, chapter, preset, dict(base), list(arms), list(seeds), resolve=resolve)
         plan.check()
         plan.save()
         return plan
 
     @classmethod
-    def open(cls, folder) -> "Plan":
+    def open(cls, folder, resolve: Callable[[str, dict], object] | None = None) -> "Plan":
         folder = Path(folder)
         if not (folder / PLAN_FILE).is_file():
             raise FileNotFoundError(f"{folder} has no {PLAN_FILE}: it is not a comparison made by `arl compare`")
         d = json.loads((folder / PLAN_FILE).read_text())
-        return cls(folder, d["chapter"], d["preset"], d["base"], [Arm(**a) for a in d["arms"]], d["seeds"], d.get("notes", {}))
+        return cls(folder, d["chapter"], d["preset"], d["base"], [Arm(**a) for a in d["arms"]], d["seeds"], d.get("notes", {}),
+                   resolve)
 
     def save(self) -> None:
         d = {"chapter": self.chapter, "preset": self.preset, "base": self.base,
@@ -119,12 +128,11 @@ class Plan:
         return {**self.base, **arm.overrides, "seed": str(seed)}
 
     def config(self, arm: Arm, seed: int):
-        from .. import config
-        from ..recipes import load
-
-        recipe = load(self.chapter)
+        """The resolved config of `arm` at `seed` (through the chapter's `resolve`)."""
+        if self.resolve is None:
+            raise ValueError(f"the plan in {self.folder} was opened without its chapter's config resolver")
         try:
-            return config.resolve(recipe.Config, recipe.PRESETS, self.preset, self.overrides(arm, seed))
+            return self.resolve(self.preset, self.overrides(arm, seed))
         except ValueError as e:
             raise ValueError(f"arm {arm.name}: {e}") from None
 

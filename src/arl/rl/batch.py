@@ -1,0 +1,88 @@
+"""What a step samples and what it logs about it: the prompt stream, groups of samples with their
+seeds, the rollouts that carry signal, and the step metrics every group chapter reports.
+
+Advantages are values a recipe holds (`adv_BG`), never written into the trajectories they belong to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import advantages
+from ..rollout.multiturn import summarize
+from ..types import ModelInput, SamplingParams
+from .update import Rollout
+
+
+def draw(items: Sequence, index: int):
+    """The `index`-th item of the training stream: a fixed permutation of `items`, the same for every
+    arm and seed of a comparison, so prompts differ between two runs only if they sample differently."""
+    return items[index * 7919 % len(items)]
+
+
+def step_items(items: Sequence, step: int, batch_prompts: int) -> list:
+    """The items of step `step` (0-based): the next `batch_prompts` of the `draw` stream."""
+    return [draw(items, step * batch_prompts + i) for i in range(batch_prompts)]
+
+
+def sample_groups(sampler, prompts: Sequence[list[int]], cfg, step: int, stop: list[str], first: int = 0) -> list:
+    """`cfg.group_size` samples of each prompt, all requests in flight at once; prompt i of the step
+    (counted from `first`, for refills) gets its own seed, so a refill never repeats an earlier draw."""
+    futures = [sampler.sample(ModelInput.from_ints(p), cfg.group_size,
+                              SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                                             seed=cfg.seed * 1_000_003 + step * 1000 + first + i, stop=stop))
+               for i, p in enumerate(prompts)]
+    return [f.result().sequences for f in futures]
+
+
+def episode_seed(seed: int, step: int) -> int:
+    """The rollout seed of 0-based step `step` of an agent chapter (`rollout_groups` derives every
+    turn's and branch's seed from it): distinct per step and per run seed."""
+    return seed * 1_000_000_007 + step * 10_000_019
+
+
+def episode_rewards(groups: Sequence[Sequence]) -> list[list[float]]:
+    """Each episode's reward, as its environment graded it (`Trajectory.reward`), by group."""
+    return [[t.reward for t in g] for g in groups]
+
+
+def trained_episodes(groups: Sequence[Sequence], adv_BG: Sequence[Sequence[float]]) -> list[Rollout]:
+    """The episodes with signal (advantage not 0) as `Rollout`s of their whole stream, the mask marking
+    the policy's tokens: observation and template tokens are context, never trained."""
+    return [Rollout(t.prompt, t.tokens, t.logprobs, a, t.mask) for g, adv_G in zip(groups, adv_BG)
+            for t, a in zip(g, adv_G) if a]
+
+
+def frac_degenerate(rewards_BG: Sequence[Sequence[float]]) -> float:
+    """The share of groups whose rewards all tie: they carry no signal (their advantages are 0)."""
+    return sum(map(advantages.is_degenerate, rewards_BG)) / len(rewards_BG)
+
+
+def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], t_sample: float, t_total: float) -> dict[str, float]:
+    """The step metrics every single-turn group chapter logs: rewards, the share of groups without
+    signal, lengths, what was trained, timings."""
+    flat = [r for rs in rewards_BG for r in rs]
+    return {
+        "reward/mean": sum(flat) / len(flat),
+        "reward/frac_degenerate": frac_degenerate(rewards_BG),
+        "rollout/len_mean": sum(len(s.tokens) for seqs in groups for s in seqs) / len(flat),
+        "train/datums": float(len(kept)),
+        "train/tokens": float(sum(r.trained_tokens() for r in kept)),
+        "time/sample": t_sample,
+        "time/train": t_total - t_sample,
+        "time/step": t_total,
+    }
+
+
+def episode_metrics(groups: Sequence[Sequence], kept: Sequence[Rollout], t_sample: float, t_total: float,
+                    counters: Sequence[str] = (), stop_reasons: Sequence[str] = ()) -> dict[str, float]:
+    """The step metrics of the agent chapters (groups of multi-turn `Trajectory`s): the rollout summary
+    (`rollout/...`, `arl.rollout.multiturn.summarize` with the environment's `counters` and
+    `stop_reasons`), rewards, what was trained and what was masked context, timings."""
+    flat = [t for g in groups for t in g]
+    return {**{f"rollout/{k}": v for k, v in summarize(flat, counters, stop_reasons).items()},
+            "reward/mean": sum(t.reward for t in flat) / len(flat),
+            "reward/frac_degenerate": frac_degenerate(episode_rewards(groups)),
+            "train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
+            "train/masked_tokens": float(sum(len(r.tokens) - r.trained_tokens() for r in kept)),
+            "time/sample": t_sample, "time/train": t_total - t_sample, "time/step": t_total}
