@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, replace
 from .. import advantages
 from ..rewards import boxed_reward, overlong_penalty
 from ..rl import batch, update
-from ..rl.config import KLConfig, LossConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.config import KLConfig, LossConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, objective
 from ..rl.session import finish, open_session
-from ..rollout import trajectory_datum
-from ..track import RunDir, progress
+from ..rollout import rl_datum
+from ..track import RunDir
 
 ALGORITHMS = {
     "grpo": dict(clip_high_threshold=1.2, dynamic_sampling=False, normalizer="seq_mean", overlong_cache=0),
@@ -84,11 +84,6 @@ REFILLS = 10**6
 """Where the refill stream starts in the prompt stream: far from the steps' own prompts."""
 
 
-def objective(cfg: Config) -> update.Objective:
-    """The loss of a step: ppo with the clip bounds (clip-higher: 1.28), reduced by `normalizer`."""
-    return update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
-
-
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     cfg = cfg.resolved()
     task = cfg.math_task()
@@ -96,46 +91,41 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     client, loss, tok = session.client, objective(cfg), session.tokenizer
     ref = session.reference() if cfg.kl_coef else None
     budget, B = int(cfg.batch_prompts * cfg.max_candidate_multiplier), cfg.batch_prompts
-    with progress(cfg.steps, f"dapo ({cfg.algorithm})", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. sample the step's prompts (as GRPO would); dynamic sampling keeps the groups with 0 < correct < G
-            # and refills from a stream of its own until B are kept or `budget` groups were sampled
-            sampler = client.save_weights_and_get_sampling_client()
-            problems = batch.step_items(task.train, step, B)
-            groups = batch.sample_groups(sampler, [task.prompt(tok, p) for p in problems], cfg, step, session.stop)
-            t_first = time.perf_counter() - t0
-            kept_groups = [b for b, (p, g) in enumerate(zip(problems, groups)) if _mixed(cfg, p, g)]
-            while cfg.dynamic_sampling and len(kept_groups) < B and len(problems) < budget:
-                new = [batch.draw(task.train, REFILLS + step * budget + len(problems) + i)
-                       for i in range(min(B - len(kept_groups), budget - len(problems)))]
-                seqs = batch.sample_groups(sampler, [task.prompt(tok, p) for p in new], cfg, step, session.stop,
-                                           first=len(problems))
-                kept_groups += [len(problems) + j for j, (p, g) in enumerate(zip(new, seqs)) if _mixed(cfg, p, g)]
-                problems, groups = problems + new, groups + seqs
-            t_sample = time.perf_counter() - t0
+    for step in session.steps(f"dapo ({cfg.algorithm})", shown=("reward/mean", "sampling/effective_groups")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. sample the step's prompts (as GRPO would); dynamic sampling keeps the groups with 0 < correct < G
+        # and refills from a stream of its own until B are kept or `budget` groups were sampled
+        sampler = client.save_weights_and_get_sampling_client()
+        problems = batch.step_items(task.train, step, B)
+        groups = batch.sample_groups(sampler, [task.prompt(tok, p) for p in problems], cfg, step, session.stop)
+        t_first = time.perf_counter() - t0
+        kept_groups = [b for b, (p, g) in enumerate(zip(problems, groups)) if _mixed(cfg, p, g)]
+        while cfg.dynamic_sampling and len(kept_groups) < B and len(problems) < budget:
+            new = [batch.draw(task.train, REFILLS + step * budget + len(problems) + i)
+                   for i in range(min(B - len(kept_groups), budget - len(problems)))]
+            seqs = batch.sample_groups(sampler, [task.prompt(tok, p) for p in new], cfg, step, session.stop, first=len(problems))
+            kept_groups += [len(problems) + j for j, (p, g) in enumerate(zip(new, seqs)) if _mixed(cfg, p, g)]
+            problems, groups = problems + new, groups + seqs
+        t_sample = time.perf_counter() - t0
 
-            # 2. reward: correctness (it decided the filter) with the overlong ramp, 3. advantages (degenerate
-            # groups: all zero) and the rollouts with signal in the kept groups
-            rewards_BG = [[boxed_reward(s.text, p.answer) + overlong_penalty(len(s.tokens), cfg.max_tokens, cfg.overlong_cache)
-                           for s in seqs] for p, seqs in zip(problems, groups)]
-            adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
-            kept = [update.Rollout(task.prompt(tok, problems[b]), s.tokens, s.logprobs, a)
-                    for b in kept_groups for s, a in zip(groups[b], adv_BG[b]) if a != 0]
+        # 2. reward: correctness (it decided the filter) with the overlong ramp, 3. advantages (degenerate
+        # groups: all zero) and the rollouts with signal in the kept groups
+        rewards_BG = [[boxed_reward(s.text, p.answer) + overlong_penalty(len(s.tokens), cfg.max_tokens, cfg.overlong_cache)
+                       for s in seqs] for p, seqs in zip(problems, groups)]
+        adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
+        kept = batch.with_signal([task.prompt(tok, problems[b]) for b in kept_groups], [groups[b] for b in kept_groups],
+                                 [adv_BG[b] for b in kept_groups])
 
-            # 4. datums (cfg.normalizer's reduction), 5. forward_backward + optim_step (cfg.clip_high_threshold's clip)
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(kept, loss, len(kept_groups) * cfg.group_size, cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
+        # 4. datums (cfg.normalizer's reduction), 5. forward_backward + optim_step (cfg.clip_high_threshold's clip)
+        for mb in update.minibatches(kept, loss, len(kept_groups) * cfg.group_size, cfg.minibatches, ref):
+            datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-            # 6. log, with what dynamic sampling cost (rewards and degeneracy of the step's own B prompts)
-            metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG[:B], groups[:B], kept, t_sample, time.perf_counter() - t0),
-                       **_sampling_metrics(cfg, problems, groups, kept_groups, kept, t_sample - t_first)}
-            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
-            bar.update()
-            bar.set_metrics({"reward": metrics["reward/mean"], "groups": f"{len(kept_groups)}/{len(problems)}"})
+        # 6. log, with what dynamic sampling cost (rewards and degeneracy of the step's own B prompts)
+        metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG[:B], groups[:B], kept, t_sample, time.perf_counter() - t0),
+                   **_sampling_metrics(cfg, problems, groups, kept_groups, kept, t_sample - t_first)}
+        session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
     finish(session, f"DAPO chapter ({cfg.algorithm}) on {cfg.data}, {cfg.model}", asdict(cfg))
     return run
 

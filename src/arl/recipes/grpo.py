@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass
 from .. import advantages
 from ..rewards import boxed_reward
 from ..rl import batch, update
-from ..rl.config import KLConfig, LossConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.config import KLConfig, LossConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, objective
 from ..rl.session import finish, open_session
-from ..rollout import trajectory_datum
-from ..track import RunDir, progress
+from ..rollout import rl_datum
+from ..track import RunDir
 
 
 @dataclass
@@ -39,45 +39,35 @@ PRESETS = {
 }
 
 
-def objective(cfg: Config) -> update.Objective:
-    """The loss of a step: `loss_fn` with its clip bounds, reduced by `normalizer`, with the KL term."""
-    return update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
-
-
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     task = cfg.math_task()
     session = open_session(cfg, run, resume, task)
     client, loss = session.client, objective(cfg)
     ref = session.reference() if cfg.kl_coef else None
-    with progress(cfg.steps, "grpo", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. sample a group per prompt from the current weights (strictly on-policy)
-            sampler = client.save_weights_and_get_sampling_client()
-            problems = batch.step_items(task.train, step, cfg.batch_prompts)
-            prompts = [task.prompt(session.tokenizer, p) for p in problems]
-            groups = batch.sample_groups(sampler, prompts, cfg, step, session.stop)
-            t_sample = time.perf_counter() - t0
+    for step in session.steps("grpo", shown=("reward/mean", "reward/frac_degenerate")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. sample a group per prompt from the current weights (strictly on-policy)
+        sampler = client.save_weights_and_get_sampling_client()
+        problems = batch.step_items(task.train, step, cfg.batch_prompts)
+        prompts = [task.prompt(session.tokenizer, p) for p in problems]
+        groups = batch.sample_groups(sampler, prompts, cfg, step, session.stop)
+        t_sample = time.perf_counter() - t0
 
-            # 2. reward, 3. group-relative advantage (degenerate groups come back all zero)
-            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
-            adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
-            kept = [update.Rollout(p, s.tokens, s.logprobs, a) for p, seqs, advs in zip(prompts, groups, adv_BG)
-                    for s, a in zip(seqs, advs) if a != 0]
+        # 2. reward, 3. group-relative advantage (degenerate groups come back all zero)
+        rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
+        adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
+        kept = batch.with_signal(prompts, groups, adv_BG)
 
-            # 4. datums of the completions with signal (advantage x the normaliser's scale), 5. one
-            # forward_backward + optim_step per mini-batch
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(kept, loss, len(prompts) * cfg.group_size, cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
+        # 4. datums of the completions with signal (advantage x the normaliser's scale), 5. one
+        # forward_backward + optim_step per mini-batch
+        for mb in update.minibatches(kept, loss, len(prompts) * cfg.group_size, cfg.minibatches, ref):
+            datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-            # 6. log (held-out eval and checkpoint when due)
-            metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0)}
-            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
-            bar.update()
-            bar.set_metrics({"reward": metrics["reward/mean"], "degenerate": metrics["reward/frac_degenerate"]})
+        # 6. log (held-out eval and checkpoint when due)
+        metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0)}
+        session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
     finish(session, f"GRPO ({cfg.loss_fn}) on {cfg.data}, {cfg.model}", asdict(cfg))
     return run
 

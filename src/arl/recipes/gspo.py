@@ -23,9 +23,10 @@ from .. import advantages, losses
 from ..rewards import boxed_reward
 from ..rl import batch, update
 from ..rl.config import KLConfig, LossConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.config import objective as policy_objective
 from ..rl.session import finish, open_session
-from ..rollout import trajectory_datum
-from ..track import RunDir, progress
+from ..rollout import rl_datum
+from ..track import RunDir
 
 RATIO_LEVELS = ("sequence", "token")
 
@@ -72,8 +73,7 @@ def objective(cfg: Config) -> update.Objective:
     """The loss of a step: GSPO's sequence objective (`losses.gspo`, its clip band an argument), or at
     ratio_level=token the built-in token-level loss; the normaliser and the KL term either way."""
     gspo = functools.partial(losses.gspo, clip_low=cfg.gspo_clip_low, clip_high=cfg.gspo_clip_high)
-    return update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator,
-                            sequence_loss=gspo if cfg.ratio_level == "sequence" else None)
+    return policy_objective(cfg, sequence_loss=gspo if cfg.ratio_level == "sequence" else None)
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
@@ -81,36 +81,31 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     session = open_session(cfg, run, resume, task)
     client, loss = session.client, objective(cfg)
     ref = session.reference() if cfg.kl_coef else None
-    with progress(cfg.steps, f"gspo ({cfg.ratio_level})", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. sample a group per prompt from the weights at the start of the step
-            problems = batch.step_items(task.train, step, cfg.batch_prompts)
-            prompts = [task.prompt(session.tokenizer, p) for p in problems]
-            groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, step, session.stop)
-            t_sample = time.perf_counter() - t0
+    for step in session.steps(f"gspo ({cfg.ratio_level})", shown=("reward/mean", "gspo/seq_clip_frac")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. sample a group per prompt from the weights at the start of the step
+        problems = batch.step_items(task.train, step, cfg.batch_prompts)
+        prompts = [task.prompt(session.tokenizer, p) for p in problems]
+        groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, step, session.stop)
+        t_sample = time.perf_counter() - t0
 
-            # 2. reward (1/0), 3. z-scored group advantage, one per sequence
-            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
-            adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
-            kept = [update.Rollout(p, s.tokens, s.logprobs, a) for p, seqs, advs in zip(prompts, groups, adv_BG)
-                    for s, a in zip(seqs, advs) if a != 0]
+        # 2. reward (1/0), 3. z-scored group advantage, one per sequence
+        rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
+        adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
+        kept = batch.with_signal(prompts, groups, adv_BG)
 
-            # 4. datums of the sequences with signal; N counts every rollout (zero-advantage ones too) in the
-            # normaliser. 5. `minibatches` updates on the same rollouts: from the second on, the ratio leaves 1
-            # and GSPO's sequence loss (forward_backward_custom) clips whole sequences
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
-            metrics = stats.metrics()  # gspo/seq_clip_frac, gspo/token_clip_frac, gspo/seq_ratio_mean come from the loss
+        # 4. datums of the sequences with signal; N counts every rollout (zero-advantage ones too) in the
+        # normaliser. 5. `minibatches` updates on the same rollouts: from the second on, the ratio leaves 1
+        # and GSPO's sequence loss (forward_backward_custom) clips whole sequences
+        for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
+            datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
+        metrics = stats.metrics()  # gspo/seq_clip_frac, gspo/token_clip_frac, gspo/seq_ratio_mean come from the loss
 
-            # 6. log
-            metrics.update(batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0))
-            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
-            bar.update()
-            bar.set_metrics({"reward": metrics["reward/mean"], "seq_clip": metrics.get("gspo/seq_clip_frac", 0.0)})
+        # 6. log
+        metrics.update(batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0))
+        session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
     finish(session, f"GSPO chapter ({cfg.ratio_level} level) on {cfg.data}, {cfg.model}", asdict(cfg))
     return run
 

@@ -28,8 +28,8 @@ from ..rewards import boxed_reward
 from ..rl import batch, update
 from ..rl.config import DistillConfig, KLConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
 from ..rl.session import finish, open_session
-from ..rollout import trajectory_datum
-from ..track import RunDir, progress
+from ..rollout import rl_datum
+from ..track import RunDir
 
 SIGNALS = ("teacher", "reward")
 
@@ -84,41 +84,36 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         base_model=cfg.teacher_model, model_path=run_cold_start(cfg.teacher_start(), task.train) if cfg.teacher_sft_steps else None)
     if session.start == 0:  # the teacher's own held-out score, under the same protocol (eval/teacher.json)
         run.log_metrics(0, {"eval/teacher/accuracy": session.held_out(0, teacher, "teacher")["eval/accuracy"]})
-    with progress(cfg.steps, "opd", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. the student samples
-            problems = batch.step_items(task.train, step, cfg.batch_prompts)
-            prompts = [task.prompt(tok, p) for p in problems]
-            groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, step, session.stop)
-            t_sample = time.perf_counter() - t0
+    for step in session.steps("opd", shown=("opd/reverse_kl_mean", "reward/mean")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. the student samples
+        problems = batch.step_items(task.train, step, cfg.batch_prompts)
+        prompts = [task.prompt(tok, p) for p in problems]
+        groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, step, session.stop)
+        t_sample = time.perf_counter() - t0
 
-            # 2. the teacher scores the same tokens (per-token reverse-KL advantages); the task reward
-            flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
-            kl_adv_K, kl_metrics = teacher_advantages(teacher, [p for p, _ in flat], [s for _, s in flat], cfg.beta, cfg.discount)
-            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
+        # 2. the teacher scores the same tokens (per-token reverse-KL advantages); the task reward
+        flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
+        kl_adv_K, kl_metrics = teacher_advantages(teacher, [p for p, _ in flat], [s for _, s in flat], cfg.beta, cfg.discount)
+        rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
 
-            # 3. the advantage: -beta * sampled reverse KL per token (signal=reward: GRPO's group advantage)
-            if cfg.signal == "teacher":
-                adv_K = kl_adv_K
-            else:
-                adv_K = [a for advs in advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)[0] for a in advs]
-            kept = [update.Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K) if a != 0]
+        # 3. the advantage: -beta * sampled reverse KL per token (signal=reward: GRPO's group advantage)
+        if cfg.signal == "teacher":
+            adv_BG = batch.by_group(kl_adv_K, cfg.group_size)
+        else:
+            adv_BG, _ = advantages.batch_advantages(rewards_BG, scale=cfg.adv_scale)
+        kept = batch.with_signal(prompts, groups, adv_BG)
 
-            # 4. datums of the completions with signal (every one, under the teacher), 5. importance-sampling steps
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(kept, loss, len(flat), cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
+        # 4. datums of the completions with signal (every one, under the teacher), 5. importance-sampling steps
+        for mb in update.minibatches(kept, loss, len(flat), cfg.minibatches, ref):
+            datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-            # 6. log: the KL the student is pushed down, both models' logprobs, the task reward
-            metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0),
-                       **kl_metrics}
-            adv_BG = [adv_K[b * cfg.group_size:(b + 1) * cfg.group_size] for b in range(len(groups))]
-            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
-            bar.update()
-            bar.set_metrics({"kl": metrics["opd/reverse_kl_mean"], "reward": metrics["reward/mean"]})
+        # 6. log: the KL the student is pushed down, both models' logprobs, the task reward
+        metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0),
+                   **kl_metrics}
+        session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
     title = f"On-policy distillation from {cfg.teacher_model} into {cfg.model}" if cfg.signal == "teacher" else \
         f"GRPO control (reward signal) from the OPD chapter's start, {cfg.model}"
     finish(session, title, asdict(cfg))

@@ -40,7 +40,7 @@ from ..rl.config import DistillConfig, MathConfig, OptimConfig, RunConfig, Sampl
 from ..rl.session import service
 from ..rl.stages import Stages
 from ..rl.task import MathTask
-from ..rollout import trajectory_datum
+from ..rollout import rl_datum
 from ..track import RunDir, progress
 
 DOMAINS = ("specialist", "general")
@@ -153,7 +153,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             client = svc.create_training_client_from_state(paths[STAGES[name]])  # weights only: a fresh optimizer
             with progress(len(schedule), name) as bar:
                 for i, (domain, cursor) in enumerate(schedule):
-                    t0 = time.perf_counter()
+                    t0, stats = time.perf_counter(), update.StepStats(loss)
                     # 1. the student samples this step's prompts of its domain
                     problems = batch.step_items(tasks[domain].train, cursor, cfg.batch_prompts)
                     prompts = [tasks[domain].prompt(tok, p) for p in problems]
@@ -161,11 +161,10 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                     # 2. that domain's teacher scores the same tokens: per-token reverse-KL advantages
                     flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
                     adv_K, metrics = teacher_advantages(teachers[domain], [p for p, _ in flat], [s for _, s in flat], cfg.beta, cfg.discount)
-                    rollouts = [update.Rollout(p, s.tokens, s.logprobs, a) for (p, s), a in zip(flat, adv_K)]
+                    rollouts = batch.with_signal(prompts, groups, batch.by_group(adv_K, cfg.group_size))
                     # 3. datums of every sampled token, importance-sampling steps
-                    stats = update.StepStats(loss)
                     for mb in update.minibatches(rollouts, loss, len(rollouts), cfg.minibatches):
-                        datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                        datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
                         fb = client.forward_backward(datums, *loss.builtin)
                         stats.add(mb, fb.result(), client.optim_step(cfg.adam(i, lr)).result())
                     # 4. log under the domain's name (the task reward for information), evaluate when due

@@ -31,8 +31,8 @@ from ..rewards import boxed_reward
 from ..rl import batch, update
 from ..rl.config import DistillConfig, KLConfig, MathConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
 from ..rl.session import finish, open_session
-from ..rollout import score_completions, trajectory_datum
-from ..track import RunDir, progress
+from ..rollout import rl_datum, score_completions
+from ..track import RunDir
 
 
 @dataclass
@@ -70,38 +70,33 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         out = evaluate_boxed(run, 0, teacher, [encode_chat(tok, format_privileged_prompt(p)) for p in test],
                              [p.answer for p in test], cfg.max_tokens, session.stop, "teacher")
         run.log_metrics(0, {"eval/teacher/accuracy": out["eval/accuracy"]})
-    with progress(cfg.steps, "opsd", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. the student samples from the plain prompt
-            sampler = client.save_weights_and_get_sampling_client()
-            problems = batch.step_items(task.train, step, cfg.batch_prompts)
-            flat = [(task.prompt(tok, p), p) for p in problems]
-            groups = batch.sample_groups(sampler, [p for p, _ in flat], cfg, step, session.stop)
-            t_sample = time.perf_counter() - t0
+    for step in session.steps("opsd", shown=("opd/reverse_kl_mean", "reward/mean")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. the student samples from the plain prompt
+        sampler = client.save_weights_and_get_sampling_client()
+        problems = batch.step_items(task.train, step, cfg.batch_prompts)
+        prompts = [task.prompt(tok, p) for p in problems]
+        groups = batch.sample_groups(sampler, prompts, cfg, step, session.stop)
+        t_sample = time.perf_counter() - t0
 
-            # 2. the teacher scores the same tokens after the privileged prompt: per-token reverse-KL advantages
-            flat = [(p, problem, s) for (p, problem), seqs in zip(flat, groups) for s in seqs]
-            teacher_prompts = [encode_chat(tok, format_privileged_prompt(problem)) for _, problem, _ in flat]
-            adv_K, kl_metrics = teacher_advantages(teacher, teacher_prompts, [s for *_, s in flat], cfg.beta, cfg.discount)
-            rollouts = [update.Rollout(p, s.tokens, s.logprobs, a) for (p, _, s), a in zip(flat, adv_K)]
+        # 2. the teacher scores the same tokens after the privileged prompt: per-token reverse-KL advantages
+        privileged = [encode_chat(tok, format_privileged_prompt(p)) for p, seqs in zip(problems, groups) for _ in seqs]
+        adv_K, kl_metrics = teacher_advantages(teacher, privileged, [s for seqs in groups for s in seqs], cfg.beta, cfg.discount)
+        adv_BG = batch.by_group(adv_K, cfg.group_size)
+        rollouts = batch.with_signal(prompts, groups, adv_BG)
 
-            # 3. datums of every sampled token, importance-sampling steps
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(rollouts, loss, len(rollouts), cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
-            t_total = time.perf_counter() - t0
+        # 3. datums of every sampled token, importance-sampling steps
+        for mb in update.minibatches(rollouts, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
+            datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
+        t_total = time.perf_counter() - t0
 
-            # 4. log: the KL, the probe (teacher constant, student moving), the task reward (not trained on)
-            rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
-            metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, rollouts, t_sample, t_total), **kl_metrics,
-                       "opsd/teacher_probe_logprob": sum(score_completions(teacher, [probe])[0]),
-                       "opsd/student_probe_logprob": sum(score_completions(sampler, [(task.prompt(tok, test[0]), probe[1])])[0])}
-            adv_BG = [adv_K[b * cfg.group_size:(b + 1) * cfg.group_size] for b in range(len(groups))]
-            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
-            bar.update()
-            bar.set_metrics({"kl": metrics["opd/reverse_kl_mean"], "reward": metrics["reward/mean"]})
+        # 4. log: the KL, the probe (teacher constant, student moving), the task reward (not trained on)
+        rewards_BG = [[boxed_reward(s.text, p.answer) for s in seqs] for p, seqs in zip(problems, groups)]
+        metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, rollouts, t_sample, t_total), **kl_metrics,
+                   "opsd/teacher_probe_logprob": sum(score_completions(teacher, [probe])[0]),
+                   "opsd/student_probe_logprob": sum(score_completions(sampler, [(task.prompt(tok, test[0]), probe[1])])[0])}
+        session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
     finish(session, f"On-policy self-distillation (privileged teacher = start weights), {cfg.model}", asdict(cfg))
     return run

@@ -27,26 +27,28 @@ import random
 import time
 from dataclasses import asdict, dataclass
 
-from .. import advantages
 from ..coldstart import content_digest
 from ..data import load_math_task
 from ..data.calculation import Calculation, demonstration, make_split
 from ..envs.retool import CodeEnv, opening
 from ..rl import batch, update
-from ..rl.config import AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, defaults,
+                         objective)
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
 from ..rollout import rollout_groups, trajectory_datum
 from ..tools.sandbox import Sandbox, SandboxConfig, make_code_interpreter, sandbox_metrics
-from ..track import RunDir, progress
+from ..track import RunDir
 
 SUMMARY_KEYS = ("correct", "printed_answer", "answered", "tool_calls", "no_tool_rate", "valid_tool_call_rate", "turns")
 
 
+@defaults(group_size=4, max_turns=3, max_tool_calls=2, max_trajectory_tokens=320, sft_steps=1500, steps=100)
 @dataclass
-class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, SamplingConfig, AgentConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentConfig, SamplingConfig):
     """ReTool's fields: the task, the sandbox, the rollout budgets, the cold start's mix, and the
-    policy-update ones it shares with GRPO."""
+    policy-update ones it shares with GRPO. The cold start runs 1500 SFT steps: 400 teach the call format
+    but not copying numbers into the code; after 1500 about 40% of the sampled programs print the right answer."""
 
     data: str = "calculation"
     """calculation (the generated mini task), or a GSM8K-style train jsonl (its test file beside it)."""
@@ -54,28 +56,12 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, Sampli
     """Training problems (generated)."""
     n_test: int = 200
     """Held-out problems."""
-    group_size: int = 4
-    """Episodes per problem; the group mean is each episode's baseline."""
-    max_tokens: int = 48
-    """Sampled tokens per assistant turn."""
-    max_turns: int = 3
-    """Assistant turns per episode."""
-    max_tool_calls: int | None = 2
-    """Interpreter calls per episode."""
-    max_trajectory_tokens: int = 320
-    """Prompt, turns and observations of one episode."""
     sandbox_timeout_s: float = 5.0
     """Wall-clock seconds of one interpreter call (the sandbox kills it and everything it started)."""
     sandbox_concurrency: int = 2
     """Interpreter calls that run at once (one per core)."""
-    sft_steps: int = 1500
-    """Cold-start SFT steps on the demonstrations (cached across runs with the same settings): 400 teach
-    the call format but not copying numbers into the code; after 1500 about 40% of the sampled programs
-    print the right answer."""
     sft_direct_fraction: float = 0.5
     """Share of training problems demonstrated as a direct boxed answer without the tool."""
-    steps: int = 100
-    """Policy-update steps."""
 
     def validate(self) -> None:
         super().validate()
@@ -94,14 +80,15 @@ PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=24, max_turns=2,
                   sft_steps=30, n_train=16, n_test=4, eval_every=1, save_every=1),
     "mini": {},
-    "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, data="gsm8k/train.jsonl",
-                 n_train=100_000, n_test=500, max_tokens=512, max_turns=6, max_tool_calls=4, max_trajectory_tokens=4096,
-                 max_observation_tokens=512, tool_schemas=True, sft_steps=0, batch_prompts=8, group_size=8, steps=100),
+    # GSM8K-style problems on SmolLM2 with LoRA, no cold start; the reference lab's budgets
+    "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, sft_steps=0, steps=100,
+                 data="gsm8k/train.jsonl", n_train=100_000, n_test=500, batch_prompts=8, group_size=8, tool_schemas=True,
+                 max_tokens=512, max_turns=6, max_tool_calls=4, max_trajectory_tokens=4096, max_observation_tokens=512),
 }
 
 
-def make_task(cfg: Config) -> EnvTask:
-    """The calculations (split seed 0) as `retool` episodes whose code runs in one sandbox, or a math set
+def make_task(cfg: Config, sandbox: Sandbox) -> EnvTask:
+    """The calculations (split seed 0) as `retool` episodes whose code runs in `sandbox`, or a math set
     as calculations without programs. The cold start: SFT on a demonstration of every training problem,
     `sft_direct_fraction` of them direct answers, the rest a call, its output and the boxed answer."""
     if cfg.data == "calculation":
@@ -110,7 +97,7 @@ def make_task(cfg: Config) -> EnvTask:
         train, test = ([Calculation(p.id, "math", p.question, p.answer, "") for p in split]
                        for split in load_math_task(cfg.data, "", cfg.n_train, cfg.n_test))
     results = []  # every sandbox call's outcome; the model sees only the text
-    code_interpreter = make_code_interpreter(Sandbox(cfg.sandbox_config()), on_result=results.append)
+    code_interpreter = make_code_interpreter(sandbox, on_result=results.append)
 
     def drain() -> dict[str, float]:
         out = sandbox_metrics(results)
@@ -132,37 +119,32 @@ def make_task(cfg: Config) -> EnvTask:
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
-    task = make_task(cfg)
+    task = make_task(cfg, Sandbox(cfg.sandbox_config()))
     session = open_session(cfg, run, resume, task)
-    client, chat = session.client, task.chat(session.tokenizer)
-    loss = update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
+    client, chat, loss = session.client, task.chat(session.tokenizer), objective(cfg)
     ref = session.reference() if cfg.kl_coef else None
-    with progress(cfg.steps, "retool", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. play a group of episodes per problem from the current weights; the code runs in the sandbox
-            task.tool_metrics()
-            problems = batch.step_items(task.train, step, cfg.batch_prompts)
-            groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(problems, cfg.group_size), chat,
-                                    task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
-            sandbox = task.tool_metrics()  # this step's calls: ok, error, timeout, killed, latency
-            t_sample = time.perf_counter() - t0
+    for step in session.steps("retool", shown=("reward/mean", "rollout/correct")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. play a group of episodes per problem from the current weights; the code runs in the sandbox
+        task.tool_metrics()
+        problems = batch.step_items(task.train, step, cfg.batch_prompts)
+        groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(problems, cfg.group_size), chat,
+                                task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
+        # 2. reward: the outcome alone (the boxed answer, graded by the environment), logged with the episodes'
+        # tool calls and stops
+        metrics = {**batch.episode_metrics(groups), "time/sample": time.perf_counter() - t0}
+        # 3. group-relative advantage, and the episodes it trains (advantage not 0)
+        adv_BG, kept = batch.episode_advantages(groups, cfg.adv_scale)
 
-            # 2. reward: the outcome alone (the boxed answer, graded by the environment), 3. group advantage
-            adv_BG, _ = advantages.batch_advantages(batch.episode_rewards(groups), scale=cfg.adv_scale)
-            kept = batch.trained_episodes(groups, adv_BG)
+        # 4. datums of the policy's tokens (interpreter output is context, never trained), 5. the update
+        for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
+            datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-            # 4. datums of the policy's tokens (interpreter output is context, never trained), 5. the update
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
-
-            # 6. log: episodes (tool-call rate, stops), sandbox outcomes and latency, what was trained
-            metrics = {**stats.metrics(), **batch.episode_metrics(groups, kept, t_sample, time.perf_counter() - t0), **sandbox}
-            session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG))
-            bar.update()
-            bar.set_metrics({"reward": metrics["reward/mean"], "tool": 1 - metrics["rollout/no_tool_rate"]})
+        # 6. log: this step's sandbox calls (ok, error, timeout, killed, latency), what was trained and what was context
+        metrics.update(task.tool_metrics())
+        trained = batch.trained_metrics(kept, metrics["time/sample"], time.perf_counter() - t0)
+        session.end_step(step + 1, {**metrics, **stats.metrics(), **trained}, task.rows(problems, groups, adv_BG))
     finish(session, f"ReTool on {cfg.data}, {cfg.model}", asdict(cfg))
     return run

@@ -25,25 +25,26 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import advantages
 from ..coldstart import content_digest
 from ..data.encyclopedia import demonstration, make_encyclopedia
 from ..data.qa import load_qa_jsonl
 from ..envs.search_r1 import SearchEnv, opening
 from ..rl import batch, update
-from ..rl.config import AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, defaults,
+                         objective)
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
 from ..rollout import rollout_groups, trajectory_datum
 from ..tools.calls import tool_schema
 from ..tools.search import BM25Index, search_tool
-from ..track import RunDir, progress
+from ..track import RunDir
 
 SUMMARY_KEYS = ("em", "hop1/em", "hop2/em", "answered", "tool_calls", "valid_tool_call_rate", "no_tool_rate", "turns")
 
 
+@defaults(max_tokens=40, max_tool_calls=3, max_observation_tokens=96, steps=100)
 @dataclass
-class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, SamplingConfig, AgentConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentConfig, SamplingConfig):
     """Search-R1's fields: the questions and the search tool, the rollout budgets and cold start, and the
     policy-update ones it shares with GRPO."""
 
@@ -56,20 +57,10 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, Sampli
     """Held-out questions."""
     top_k: int = 1
     """Passages a search returns."""
-    max_tokens: int = 40
-    """Sampled tokens per assistant turn."""
-    max_tool_calls: int | None = 3
-    """Search calls per episode."""
-    max_observation_tokens: int = 96
-    """Tokens of one search result; longer ones are cut and marked."""
-    sft_steps: int = 500
-    """Cold-start SFT steps on gold demonstrations (cached across runs with the same settings)."""
     sft_worlds: int = 3
     """Encyclopedias (generator seeds 0..N-1, each searched through its own index) whose training
     questions the cold start demonstrates: more names than one world holds, so that copying the name
     in the question into the query pays and memorising names does not. RL and evaluation use seed 0."""
-    steps: int = 100
-    """Policy-update steps."""
 
     def validate(self) -> None:
         super().validate()
@@ -131,33 +122,28 @@ def make_task(cfg: Config) -> EnvTask:
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     task = make_task(cfg)
     session = open_session(cfg, run, resume, task)
-    client, chat = session.client, task.chat(session.tokenizer)
-    loss = update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
+    client, chat, loss = session.client, task.chat(session.tokenizer), objective(cfg)
     ref = session.reference() if cfg.kl_coef else None
-    with progress(cfg.steps, "search-r1", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. play a group of episodes per question from the current weights, each branch searching on its own
-            questions = batch.step_items(task.train, step, cfg.batch_prompts)
-            groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(questions, cfg.group_size), chat,
-                                    task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
-            t_sample = time.perf_counter() - t0
+    for step in session.steps("search-r1", shown=("reward/mean", "rollout/em", "rollout/tool_calls")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. play a group of episodes per question from the current weights, each branch searching on its own
+        questions = batch.step_items(task.train, step, cfg.batch_prompts)
+        groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(questions, cfg.group_size), chat,
+                                task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
+        # 2. reward: the exact match of the Answer: line, graded by the environment (logged with the episodes'
+        # em, searches and stops)
+        metrics = {**batch.episode_metrics(groups), "time/sample": time.perf_counter() - t0}
+        # 3. group-relative advantage, and the episodes it trains (advantage not 0)
+        adv_BG, kept = batch.episode_advantages(groups, cfg.adv_scale)
 
-            # 2. reward: the environment's exact match of the Answer: line; 3. group-relative advantage
-            adv_BG, _ = advantages.batch_advantages(batch.episode_rewards(groups), scale=cfg.adv_scale)
-            kept = batch.trained_episodes(groups, adv_BG)
+        # 4. datums of the policy's tokens (retrieved passages are context: mask 0), 5. the update
+        for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
+            datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-            # 4. datums of the policy's tokens (retrieved passages are context: mask 0), 5. the update
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
-
-            # 6. log: rollout statistics (em, searches, stops), what was trained and what was context
-            metrics = {**stats.metrics(), **batch.episode_metrics(groups, kept, t_sample, time.perf_counter() - t0)}
-            session.end_step(step + 1, metrics, task.rows(questions, groups, adv_BG))
-            bar.update()
-            bar.set_metrics({"reward": metrics["reward/mean"], "em": metrics.get("rollout/em", 0.0)})
+        # 6. log: what was trained and what was context
+        trained = batch.trained_metrics(kept, metrics["time/sample"], time.perf_counter() - t0)
+        session.end_step(step + 1, {**metrics, **stats.metrics(), **trained}, task.rows(questions, groups, adv_BG))
     finish(session, f"Search-R1 on {cfg.data}, {cfg.model}", asdict(cfg))
     return run

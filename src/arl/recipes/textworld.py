@@ -27,32 +27,33 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from .. import advantages
 from ..coldstart import content_digest
 from ..data.textworld_games import Game, make_games
 from ..envs.textworld import COUNTERS, STOP_REASONS, TextWorldEnv, opening, walkthrough_messages
 from ..rl import batch, update
-from ..rl.config import AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig
+from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, defaults,
+                         objective)
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
 from ..rollout import rollout_groups, trajectory_datum
-from ..track import RunDir, progress
+from ..track import RunDir
 
 SUMMARY_KEYS = ("won", "steps", "invalid_actions", "score", "turns", "no_tool_rate", "valid_tool_call_rate")
 
 
+@defaults(max_trajectory_tokens=1024, sft_steps=300, batch_prompts=4, steps=30, learning_rate=2e-4, eval_every=15)
 @dataclass
-class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, SamplingConfig, AgentConfig):
-    """The TextWorld agent's fields: the games, the rollout budgets, the cold start, and the
-    policy-update ones it shares with GRPO."""
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentConfig, SamplingConfig):
+    """The TextWorld agent's fields: the games, the rollout budgets, the cold start, and the policy-update
+    ones it shares with GRPO (a step plays `batch_prompts` games, `group_size` episodes each)."""
 
-    games: str = "textworld"
-    """textworld (games generated with seeds), or alfworld (ALFWorld's game files: the alfworld package and
-    ALFWORLD_DATA, see `arl.envs.alfworld`; needs sft_steps=0)."""
     n_train: int = 400
     """Training games (seeds 0..N-1)."""
     n_test: int = 50
     """Held-out games (seeds from 1,000,000)."""
+    games: str = "textworld"
+    """textworld (games generated with seeds), or alfworld (ALFWorld's game files: the alfworld package and
+    ALFWORLD_DATA, see `arl.envs.alfworld`; needs sft_steps=0)."""
     max_rooms: int = 1
     """Rooms of a generated game: drawn from 1..max_rooms per game."""
     n_objects: int = 3
@@ -62,25 +63,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, Sampli
     invalid_penalty: float = 0.1
     """Reward subtracted per invalid action (a command outside the admissible list, an unreadable call); a
     turn that quits (no call, or an unreadable one) is charged for itself and every turn left."""
-    max_tokens: int = 48
-    """Sampled tokens per assistant turn."""
-    max_trajectory_tokens: int = 1024
-    """Prompt, turns and observations of one episode."""
-    sft_steps: int = 300
-    """Cold-start SFT steps on the training games' walkthroughs (cached across runs with the same settings)."""
     sft_stages: int = 2
     """Cold-start stages of sft_steps each: stage k starts from stage k-1's weights (a fresh optimizer, the
     examples in another order) and is cached on its own, so a longer cold start extends a shorter one."""
-    batch_prompts: int = 4
-    """Games per step."""
-    group_size: int = 8
-    """Episodes per game; the group mean is each episode's baseline."""
-    steps: int = 30
-    """Policy-update steps."""
-    learning_rate: float = 2e-4
-    """AdamW learning rate of the RL phase."""
-    eval_every: int = 15
-    """Evaluate on the held-out games every N steps (and before and after)."""
 
     def validate(self) -> None:
         super().validate()
@@ -151,35 +136,28 @@ def make_task(cfg: Config) -> EnvTask:
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     task = make_task(cfg)
     session = open_session(cfg, run, resume, task)
-    client, chat = session.client, task.chat(session.tokenizer)
-    loss = update.Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator)
+    client, chat, loss = session.client, task.chat(session.tokenizer), objective(cfg)
     ref = session.reference() if cfg.kl_coef else None
-    with progress(cfg.steps, "textworld", initial=session.start) as bar:
-        for step in range(session.start, cfg.steps):
-            t0 = time.perf_counter()
-            # 1. play a group of episodes of each game from the current weights
-            games = batch.step_items(task.train, step, cfg.batch_prompts)
-            groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(games, cfg.group_size), chat,
-                                    task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
-            t_sample = time.perf_counter() - t0
+    for step in session.steps("textworld", shown=("reward/mean", "rollout/won")):
+        t0, stats = time.perf_counter(), update.StepStats(loss)
+        # 1. play a group of episodes of each game from the current weights
+        games = batch.step_items(task.train, step, cfg.batch_prompts)
+        groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(games, cfg.group_size), chat,
+                                task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
+        # 2. reward: 1 for a win, minus the charges for invalid actions and quitting (the game's), logged with the
+        # episodes' wins, steps, invalid actions and score
+        metrics = {**batch.episode_metrics(groups, COUNTERS, STOP_REASONS), "time/sample": time.perf_counter() - t0}
+        # 3. advantage over the branches of the same game, and the episodes it trains (advantage not 0)
+        adv_BG, kept = batch.episode_advantages(groups, cfg.adv_scale)
 
-            # 2. reward: 1 for a win, minus the invalid actions' charges (the game's); 3. advantage over the
-            # branches of the same game (degenerate groups: all zero)
-            adv_BG, _ = advantages.batch_advantages(batch.episode_rewards(groups), scale=cfg.adv_scale)
-            kept = batch.trained_episodes(groups, adv_BG)
+        # 4. datums of the policy's tokens (observations are context: mask 0), 5. the update
+        for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
+            datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+            fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
+            stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-            # 4. datums of the policy's tokens (observations masked), 5. the update
-            stats = update.StepStats(loss)
-            for mb in update.minibatches(kept, loss, cfg.batch_prompts * cfg.group_size, cfg.minibatches, ref):
-                datums = [trajectory_datum(r.prompt, r.tokens, r.mask_T(), r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
-                stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
-
-            # 6. log: episode statistics (won, steps, invalid actions, score), what was trained, timings
-            t_total = time.perf_counter() - t0
-            metrics = {**stats.metrics(), **batch.episode_metrics(groups, kept, t_sample, t_total, COUNTERS, STOP_REASONS)}
-            session.end_step(step + 1, metrics, task.rows(games, groups, adv_BG))
-            bar.update()
-            bar.set_metrics({"reward": metrics["reward/mean"], "won": metrics["rollout/won"]})
+        # 6. log: what was trained and what was context
+        trained = batch.trained_metrics(kept, metrics["time/sample"], time.perf_counter() - t0)
+        session.end_step(step + 1, {**metrics, **stats.metrics(), **trained}, task.rows(games, groups, adv_BG))
     finish(session, f"TextWorld agent on {cfg.games} games, {cfg.model}", asdict(cfg))
     return run

@@ -35,6 +35,18 @@ def sample_groups(sampler, prompts: Sequence[list[int]], cfg, step: int, stop: l
     return [f.result().sequences for f in futures]
 
 
+def with_signal(prompts: Sequence[list[int]], groups, adv_BG) -> list[Rollout]:
+    """The sampled completions that carry signal, as `Rollout`s of their prompt: a non-zero advantage
+    (a group whose rewards all tie has none), or a per-token one (on-policy distillation: always)."""
+    return [Rollout(p, s.tokens, s.logprobs, a) for p, seqs, advs in zip(prompts, groups, adv_BG)
+            for s, a in zip(seqs, advs) if a != 0]
+
+
+def by_group(values_K: Sequence, group_size: int) -> list[list]:
+    """A flat list of per-completion values (prompt by prompt, `group_size` each) cut back into groups."""
+    return [list(values_K[b:b + group_size]) for b in range(0, len(values_K), group_size)]
+
+
 def episode_seed(seed: int, step: int) -> int:
     """The rollout seed of 0-based step `step` of an agent chapter (`rollout_groups` derives every
     turn's and branch's seed from it): distinct per step and per run seed."""
@@ -46,11 +58,13 @@ def episode_rewards(groups: Sequence[Sequence]) -> list[list[float]]:
     return [[t.reward for t in g] for g in groups]
 
 
-def trained_episodes(groups: Sequence[Sequence], adv_BG: Sequence[Sequence[float]]) -> list[Rollout]:
-    """The episodes with signal (advantage not 0) as `Rollout`s of their whole stream, the mask marking
-    the policy's tokens: observation and template tokens are context, never trained."""
-    return [Rollout(t.prompt, t.tokens, t.logprobs, a, t.mask) for g, adv_G in zip(groups, adv_BG)
-            for t, a in zip(g, adv_G) if a]
+def episode_advantages(groups: Sequence[Sequence], scale: str) -> tuple[list[list[float]], list[Rollout]]:
+    """(each episode's group-relative advantage, r - mean(group) (`scale` "std": divided by the group's
+    std; a degenerate group's all 0), the episodes with signal as `Rollout`s of their whole stream). The
+    mask marks the policy's tokens: observation and template tokens are context, never trained."""
+    adv_BG, _ = advantages.batch_advantages(episode_rewards(groups), scale)
+    return adv_BG, [Rollout(t.prompt, t.tokens, t.logprobs, a, t.mask) for g, adv_G in zip(groups, adv_BG)
+                    for t, a in zip(g, adv_G) if a]
 
 
 def frac_degenerate(rewards_BG: Sequence[Sequence[float]]) -> float:
@@ -74,15 +88,18 @@ def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], t_sample: float, 
     }
 
 
-def episode_metrics(groups: Sequence[Sequence], kept: Sequence[Rollout], t_sample: float, t_total: float,
-                    counters: Sequence[str] = (), stop_reasons: Sequence[str] = ()) -> dict[str, float]:
-    """The step metrics of the agent chapters (groups of multi-turn `Trajectory`s): the rollout summary
+def episode_metrics(groups: Sequence[Sequence], counters: Sequence[str] = (), stop_reasons: Sequence[str] = ()) -> dict[str, float]:
+    """What an agent chapter's episodes (groups of multi-turn `Trajectory`s) did: the rollout summary
     (`rollout/...`, `arl.rollout.multiturn.summarize` with the environment's `counters` and
-    `stop_reasons`), rewards, what was trained and what was masked context, timings."""
+    `stop_reasons`), the mean reward and the share of groups without signal."""
     flat = [t for g in groups for t in g]
     return {**{f"rollout/{k}": v for k, v in summarize(flat, counters, stop_reasons).items()},
             "reward/mean": sum(t.reward for t in flat) / len(flat),
-            "reward/frac_degenerate": frac_degenerate(episode_rewards(groups)),
-            "train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
+            "reward/frac_degenerate": frac_degenerate(episode_rewards(groups))}
+
+
+def trained_metrics(kept: Sequence[Rollout], t_sample: float, t_total: float) -> dict[str, float]:
+    """What a multi-turn step trained on (the policy's tokens) and what was masked context, and its timings."""
+    return {"train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
             "train/masked_tokens": float(sum(len(r.tokens) - r.trained_tokens() for r in kept)),
             "time/sample": t_sample, "time/train": t_total - t_sample, "time/step": t_total}

@@ -2,7 +2,7 @@
 
     @dataclass
     class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, SamplingConfig, MathConfig):
-        ...the chapter's own fields, and the defaults it changes
+        ...the chapter's own fields (and `@defaults(...)` for the group fields whose defaults it changes)
 
 A chapter lists the groups whose fields it reads, so `arl run CHAPTER --help` shows exactly those
 (tests/test_recipes.py checks it against what a run reads). The fields appear in `--help` from the last
@@ -12,6 +12,7 @@ the chapter's `validate` runs them all.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .. import advantages, losses
@@ -21,7 +22,27 @@ from ..data import load_math_task
 from ..rollout import Budgets
 from ..types import AdamParams
 from .task import MathTask
-from .update import KL_ESTIMATORS
+from .update import KL_ESTIMATORS, Objective
+
+
+def defaults(**values):
+    """A class decorator: a chapter's own defaults for fields of its groups (the values its `mini` preset
+    runs with), each field keeping its doc and its place in `--help`:
+
+        @defaults(group_size=4, max_turns=3)
+        @dataclass
+        class Config(SamplingConfig, AgentConfig): ...
+
+    It returns a dataclass subclass that declares those fields again with the new defaults."""
+    def apply(cls):
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise TypeError(f"{cls.__qualname__}: @defaults for fields it does not have: {', '.join(unknown)}")
+        namespace = {"__annotations__": {k: fields[k].type for k in values}, **values, "__doc__": cls.__doc__,
+                     "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        return dataclass(type(cls.__name__, (cls,), namespace))
+    return apply
 
 
 class Group:
@@ -219,6 +240,8 @@ class AgentConfig(Group):
 
     model: str = "arl/tiny-qwen3-2m"
     """Base model (`arl models`)."""
+    max_tokens: int = 48
+    """Sampled tokens per assistant turn."""
     max_turns: int = 4
     """Assistant turns per episode."""
     max_tool_calls: int | None = None
@@ -261,3 +284,11 @@ class AgentConfig(Group):
             path = run_cold_start(spec, conversations, lambda tokenizer: demonstration_examples(
                 tokenizer, self.tool_schemas, conversations, self.max_observation_tokens))
         return path
+
+
+def objective(cfg, sequence_loss=None) -> Objective:
+    """The `Objective` of a policy-update chapter's config: `loss_fn` with its clip bounds (LossConfig),
+    reduced by `normalizer` (OptimConfig, with SamplingConfig's max_tokens), the KL term (KLConfig), and
+    a chapter's `sequence_loss` in place of the token-level loss (GSPO)."""
+    return Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator,
+                     sequence_loss)

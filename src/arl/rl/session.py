@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import resource
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from .. import checkpoints, report
 from ..client import ServiceClient
 from ..eval import before_after, summary_rows
 from ..settings import configure
-from ..track import RunDir, Tracker
+from ..track import RunDir, Tracker, progress
 from .task import Task
 
 
@@ -43,6 +44,16 @@ class Session:
     """The cold start's saved state (the weights step 0 began from), None without a cold start."""
     tokenizer: object
     tracker: Tracker
+    _bar: object = field(default=None, repr=False)
+    _shown: Sequence[str] = ()
+
+    def steps(self, desc: str, shown: Sequence[str] = ("reward/mean",)) -> Iterator[int]:
+        """The 0-based steps still to run, with a progress bar that `end_step` advances, showing the
+        `shown` metrics of each step."""
+        with progress(self.cfg.steps, desc, initial=self.start) as bar:
+            self._bar, self._shown = bar, shown
+            yield from range(self.start, self.cfg.steps)
+        self._bar = None
 
     @property
     def stop(self) -> list[str]:
@@ -58,7 +69,7 @@ class Session:
 
     def end_step(self, step: int, metrics: dict, rows: list[dict]) -> None:
         """After step `step` (1-based): held-out evaluation when due, metrics and rollout rows logged,
-        checkpoint when due."""
+        checkpoint when due, the progress bar advanced."""
         cfg, run = self.cfg, self.run
         if step % cfg.eval_every == 0 or step == cfg.steps:
             metrics.update(self.held_out(step, self.client.save_weights_and_get_sampling_client()))
@@ -68,6 +79,9 @@ class Session:
         if step % cfg.save_every == 0 or step == cfg.steps:
             path = self.client.save_state(f"step-{step:04d}").result().path
             checkpoints.write_json(run.checkpoints_dir / "latest.json", {"step": step, "path": path})
+        if self._bar is not None:
+            self._bar.update()
+            self._bar.set_metrics({k: metrics[k] for k in self._shown if k in metrics})
 
 
 def open_session(cfg, run: RunDir, resume: bool, task: Task) -> Session:
