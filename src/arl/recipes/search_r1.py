@@ -131,8 +131,9 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(questions, cfg.group_size), chat,
                                 task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
         # 2. reward: the exact match of the Answer: line, graded by the environment (logged with the episodes'
-        # em, searches and stops)
-        metrics = {**batch.episode_metrics(groups), "time/sample": time.perf_counter() - t0}
+        # searches and stops, and the em of one- and two-hop questions apart)
+        metrics = {**batch.episode_metrics(groups), **batch.tagged_metrics(groups, [task.tag(q) for q in questions], "em"),
+                   "time/sample": time.perf_counter() - t0}
         # 3. group-relative advantage, and the episodes it trains (advantage not 0)
         adv_BG, kept = batch.episode_advantages(groups, cfg.adv_scale)
 

@@ -156,7 +156,8 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             fb = client.forward_backward_custom(datums, mb.loss) if mb.loss else client.forward_backward(datums, *loss.builtin)
             stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
 
-        # 6. log: what was trained and what was context
+        # 6. log: the games won by quest length, what was trained and what was context
+        metrics.update(batch.tagged_metrics(groups, [task.tag(g) for g in games], "won"))
         trained = batch.trained_metrics(kept, metrics["time/sample"], time.perf_counter() - t0)
         session.end_step(step + 1, {**metrics, **stats.metrics(), **trained}, task.rows(games, groups, adv_BG))
     finish(session, f"TextWorld agent on {cfg.games} games, {cfg.model}", asdict(cfg))

@@ -98,6 +98,15 @@ def episode_metrics(groups: Sequence[Sequence], counters: Sequence[str] = (), st
             "reward/frac_degenerate": frac_degenerate(episode_rewards(groups))}
 
 
+def tagged_metrics(groups: Sequence[Sequence], tags: Sequence[str], key: str) -> dict[str, float]:
+    """The episodes' mean `key` (an environment metric: em, won, ...) per tag of their item, as
+    `rollout/TAG/KEY` (hop1/em, quest2/won): which kind of item the step's reward came from."""
+    by_tag: dict[str, list[float]] = {}
+    for tag, g in zip(tags, groups):
+        by_tag.setdefault(tag, []).extend(t.metrics.get(key, 0.0) for t in g)
+    return {f"rollout/{tag}/{key}": sum(v) / len(v) for tag, v in sorted(by_tag.items())}
+
+
 def trained_metrics(kept: Sequence[Rollout], t_sample: float, t_total: float) -> dict[str, float]:
     """What a multi-turn step trained on (the policy's tokens) and what was masked context, and its timings."""
     return {"train/datums": float(len(kept)), "train/tokens": float(sum(r.trained_tokens() for r in kept)),
