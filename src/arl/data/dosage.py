@@ -92,3 +92,9 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[l
     test = draw_problems(rng, n_test, seen, f"dose-s{seed}-test", TEMPLATES)
     train = draw_problems(rng, n_train, seen, f"dose-s{seed}-train", TEMPLATES)
     return train, test
+
+
+def mixed_into(train: list, doses: list, share: float) -> list:
+    """`train` plus enough of `doses` (in order) that the dose problems are `share` of the whole: a
+    broad SFT set in which a general model sees a little of the specialist domain."""
+    return train + doses[:round(len(train) * share / (1.0 - share))]

@@ -2,16 +2,14 @@
 
 The reference lab's medical chapter in mini form. The general model (the base) is the OPD chapter's
 teacher (a 5M model trained to box arithmetic answers) after a short broad SFT in which a tenth of the
-problems are dose problems (`general_mix`). The specialist domain is medication-dose
-problems (`arl.data.dosage`: doses per kg, split doses, tablets, drips, stock), which need
-multiplication and division (the arithmetic task has only + and -). Stages, each scored on both domains'
-held-out tests:
+problems are dose problems (`general_mix`). The specialist domain is medication-dose problems
+(`arl.data.dosage`), which need multiplication and division (the arithmetic task has only + and -).
+Stages, each scored on both domains' held-out tests:
 
 1. base: the general model.
 2. SFT: the base fine-tuned on the specialist domain's worked solutions. Specialist up; general down.
 3. OPD: the base as student, the SFT model as teacher, specialist prompts (`distill.teacher_advantages`).
-4. SAR-OPD: from OPD's end, OPD on general prompts with the base model as teacher (staged: first the
-   specialist, then restore the general ability from the model that had it).
+4. SAR-OPD: from OPD's end, OPD on general prompts with the base as teacher (restore what it had).
 5. SFT-SAR-OPD: the same general stage from the SFT model (the specialist gain of SFT, then restore).
 6. IDT-OPD: from the base, interleaved steps: specialist prompts with the SFT teacher and general
    prompts with the base teacher, `idt_ratio` steps of each per cycle, each domain with its own data
@@ -21,9 +19,8 @@ held-out tests:
 
     arl run opd-specialist --preset mini [seed=1] [idt_ratio=2:1] [stages=sft-sar-opd,sft-idt-opd]
 
-Outputs: `eval/stages.json` (both domains' accuracy at every stage and checkpoint), the trade-off plot
-`plots/tradeoff.png`, per-step metrics namespaced by domain (`specialist/opd/reverse_kl_mean`). A resumed
-run keeps its finished stages and restarts an unfinished one from that stage's start.
+Outputs: `eval/stages.json` (both domains' accuracy at every stage and checkpoint; `arl.rl.stages`), the
+trade-off plot `plots/tradeoff.png`, per-step metrics namespaced by domain (`specialist/opd/reverse_kl_mean`).
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ from ..rl.session import service
 from ..rl.stages import Stages
 from ..rl.task import MathTask
 from ..rollout import rl_datum
-from ..track import RunDir, progress
+from ..track import RunDir
 
 DOMAINS = ("specialist", "general")
 STAGES = {"opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", "idt-opd": "base", "sft-idt-opd": "sft"}
@@ -128,7 +125,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     train, test = cfg.load_task()
     s_train, s_test = dosage.make_split(0, cfg.specialist_n_train, cfg.specialist_n_test)
     tasks = {"specialist": MathTask(s_train, s_test, None, cfg.max_tokens), "general": MathTask(train, test, None, cfg.max_tokens)}
-    paths = {"base": run_cold_start(cfg.general_model(run_cold_start(cfg.cold_start(), train)), _mix(train, s_train, cfg.general_mix))}
+    paths = {"base": run_cold_start(cfg.general_model(run_cold_start(cfg.cold_start(), train)), dosage.mixed_into(train, s_train, cfg.general_mix))}
     paths["sft"] = run_cold_start(cfg.specialist_sft(paths["base"]), s_train)
     base, sft = (svc.create_sampling_client(model_path=paths[name]) for name in ("base", "sft"))
     tok, loss = base.get_tokenizer(), update.Objective("importance_sampling", {}, cfg.normalizer, cfg.max_tokens)
@@ -151,39 +148,33 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         if stages.state(name) is None:
             stages.begin(name, offset)
             client = svc.create_training_client_from_state(paths[STAGES[name]])  # weights only: a fresh optimizer
-            with progress(len(schedule), name) as bar:
-                for i, (domain, cursor) in enumerate(schedule):
-                    t0, stats = time.perf_counter(), update.StepStats(loss)
-                    # 1. the student samples this step's prompts of its domain
-                    problems = batch.step_items(tasks[domain].train, cursor, cfg.batch_prompts)
-                    prompts = [tasks[domain].prompt(tok, p) for p in problems]
-                    groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, offset + i, [tok.eos_token])
-                    # 2. that domain's teacher scores the same tokens: per-token reverse-KL advantages
-                    flat = [(p, s) for p, seqs in zip(prompts, groups) for s in seqs]
-                    adv_K, metrics = teacher_advantages(teachers[domain], [p for p, _ in flat], [s for _, s in flat], cfg.beta, cfg.discount)
-                    rollouts = batch.with_signal(prompts, groups, batch.by_group(adv_K, cfg.group_size))
-                    # 3. datums of every sampled token, importance-sampling steps
-                    for mb in update.minibatches(rollouts, loss, len(rollouts), cfg.minibatches):
-                        datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
-                        fb = client.forward_backward(datums, *loss.builtin)
-                        stats.add(mb, fb.result(), client.optim_step(cfg.adam(i, lr)).result())
-                    # 4. log under the domain's name (the task reward for information), evaluate when due
-                    rewards = [boxed_reward(s.text, p.answer) for p, seqs in zip(problems, groups) for s in seqs]
-                    metrics.update({**stats.metrics(), "reward/mean": sum(rewards) / len(rewards), "time/step": time.perf_counter() - t0})
-                    logged = {**{f"{domain}/{k}": v for k, v in metrics.items()}, "train/specialist_step": float(domain == "specialist"),
-                              "train/datums": float(len(rollouts))}
-                    if (i + 1) % cfg.eval_every == 0 or i + 1 == len(schedule):
-                        logged.update(stages.evaluate(name, i + 1, client.save_weights_and_get_sampling_client()))
-                    run.log_metrics(offset + i + 1, logged)
-                    bar.update()
-                    bar.set_metrics({"domain": domain, "kl": metrics["opd/reverse_kl_mean"]})
+            for i, (domain, cursor) in stages.steps(name, schedule):
+                t0, stats = time.perf_counter(), update.StepStats(loss)
+                # 1. the student samples this step's prompts of its domain
+                problems = batch.step_items(tasks[domain].train, cursor, cfg.batch_prompts)
+                prompts = [tasks[domain].prompt(tok, p) for p in problems]
+                groups = batch.sample_groups(client.save_weights_and_get_sampling_client(), prompts, cfg, offset + i, [tok.eos_token])
+                # 2. that domain's teacher scores the same tokens: per-token reverse-KL advantages
+                seqs = [s for g in groups for s in g]
+                adv_K, metrics = teacher_advantages(teachers[domain], [p for p, g in zip(prompts, groups) for _ in g], seqs,
+                                                    cfg.beta, cfg.discount)
+                rollouts = batch.with_signal(prompts, groups, batch.by_group(adv_K, cfg.group_size))
+                # 3. datums of every sampled token, importance-sampling steps
+                for mb in update.minibatches(rollouts, loss, len(rollouts), cfg.minibatches):
+                    datums = [rl_datum(r.prompt, r.tokens, r.logprobs, a) for r, a in zip(mb.rollouts, mb.advantages)]
+                    fb = client.forward_backward(datums, *loss.builtin)
+                    stats.add(mb, fb.result(), client.optim_step(cfg.adam(i, lr)).result())
+                # 4. log under the domain's name (the task reward for information), evaluate when due
+                rewards = [boxed_reward(s.text, p.answer) for p, g in zip(problems, groups) for s in g]
+                metrics.update({**stats.metrics(), "reward/mean": sum(rewards) / len(rewards), "time/step": time.perf_counter() - t0})
+                logged = {**{f"{domain}/{k}": v for k, v in metrics.items()}, "train/specialist_step": float(domain == "specialist"),
+                          "train/datums": float(len(rollouts))}
+                if (i + 1) % cfg.eval_every == 0 or i + 1 == len(schedule):
+                    logged.update(stages.evaluate(name, i + 1, client.save_weights_and_get_sampling_client()))
+                stages.log(offset + i + 1, logged, shown=(f"{domain}/opd/reverse_kl_mean",))
             stages.end(name, client.save_state(name).result().path)
         paths[name] = stages.state(name)
         offset += len(schedule)
     stages.finish(f"Specialist vs general OPD ({cfg.model})", asdict(cfg))
     return run
 
-
-def _mix(train: list, s_train: list, share: float) -> list:
-    """`train` plus enough of `s_train` that the dose problems are `share` of the whole."""
-    return train + s_train[:round(len(train) * share / (1.0 - share))]

@@ -8,11 +8,11 @@ resumed run keeps its finished stages and restarts an unfinished one from that s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from .. import checkpoints, report
 from ..report.stages import plot_tradeoff, stage_rows
-from ..track import RunDir
+from ..track import RunDir, progress
 from .task import MathTask
 
 
@@ -20,6 +20,7 @@ class Stages:
     def __init__(self, run: RunDir, starts: Mapping[str, str], domains: Mapping[str, MathTask], tokenizer, resume: bool):
         """`starts`: the stage each stage starts from; `domains`: each domain's task (its held-out split)."""
         self.run, self.domains, self.tokenizer = run, dict(domains), tokenizer
+        self._bar = None
         file = run.eval_dir / "stages.json"
         self.record = json.loads(file.read_text()) if resume and file.is_file() else \
             {"rows": [], "states": {}, "starts": dict(starts)}
@@ -45,6 +46,20 @@ class Stages:
         """Start (or restart) `stage`, logged at steps offset + 1...: what an earlier try of it logged goes."""
         self.record["rows"] = [r for r in self.record["rows"] if r["stage"] != stage]
         self.run.truncate_after(offset)
+
+    def steps(self, stage: str, schedule: Sequence) -> Iterator[tuple[int, object]]:
+        """(index, entry) of each step of `stage`'s schedule, with a progress bar that `log` advances."""
+        with progress(len(schedule), stage) as bar:
+            self._bar = bar
+            yield from enumerate(schedule)
+        self._bar = None
+
+    def log(self, step: int, metrics: dict[str, float], shown: Sequence[str] = ()) -> None:
+        """Log a step's metrics (at the run's global step) and advance the progress bar, showing `shown`."""
+        self.run.log_metrics(step, metrics)
+        if self._bar is not None:
+            self._bar.update()
+            self._bar.set_metrics({k: metrics[k] for k in shown if k in metrics})
 
     def end(self, stage: str, path: str) -> None:
         self.record["states"][stage] = path
