@@ -111,3 +111,42 @@ def test_kl_penalty_starts_at_zero_against_the_start_weights(tmp_path, estimator
     first = next(r for r in rows if "kl/k1" in r)
     assert abs(first["kl/k1"]) < 1e-4  # the reference is the policy itself before the first update
     assert first["train/datums"] > 0
+
+
+def test_request_seeds_by_hand_and_their_ranges():
+    from arl.rollout.seeds import branch_request, request_seed
+
+    assert request_seed(0, 0, 0) == 0
+    assert request_seed(1, 0, 0) == 2 ** 47 and request_seed(0, 1, 0) == 2 ** 27 and request_seed(0, 0, 5) == 5
+    assert request_seed(3, 2, 7) == (3 * 2 ** 20 + 2) * 2 ** 27 + 7
+    assert request_seed(2 ** 16 - 1, 2 ** 20 - 1, 2 ** 27 - 1) == 2 ** 63 - 1
+    assert branch_request(1, 2, 3) == (1 * 2 ** 10 + 2) * 2 ** 10 + 3
+    with pytest.raises(ValueError, match="step=1048576"):
+        request_seed(0, 2 ** 20, 0)
+    with pytest.raises(ValueError, match="seed=-1"):
+        request_seed(-1, 0, 0)
+    with pytest.raises(ValueError, match="branch=1024"):
+        branch_request(0, 0, 1024)
+
+
+def test_no_two_requests_of_a_run_share_a_seed():
+    """The formula the old one failed: prompt 1000 of step 0 and prompt 0 of step 1 had one seed."""
+    from arl.rollout.seeds import branch_request, request_seed
+
+    singles = {request_seed(s, step, i) for s in range(3) for step in range(4) for i in range(1200)}
+    assert len(singles) == 3 * 4 * 1200
+    turns = {request_seed(0, step) + branch_request(t, g, b) for step in range(3) for t in range(4) for g in range(16)
+             for b in range(16)}
+    assert len(turns) == 3 * 4 * 16 * 16
+
+
+@pytest.mark.parametrize("n", [7, 7919, 2000])
+def test_draw_visits_every_item_once_per_epoch(n):
+    """Each epoch of the prompt stream is a permutation, whatever the length (the old `index * 7919 % n`
+    drew one item forever when 7919 divided n)."""
+    from arl.rl.batch import draw
+
+    items = list(range(n))
+    first, second = [draw(items, i) for i in range(n)], [draw(items, n + i) for i in range(n)]
+    assert sorted(first) == items and sorted(second) == items and first != second
+    assert [draw(items, i) for i in range(n)] == first  # fixed: the same for every run

@@ -81,7 +81,8 @@ PRESETS = {
 
 
 REFILLS = 10**6
-"""Where the refill stream starts in the prompt stream: far from the steps' own prompts."""
+"""Where the refill stream starts in the prompt stream (`batch.draw`): a million draws on, in epochs (and
+their orders) that no step's own prompts reach."""
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:

@@ -36,7 +36,7 @@ from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConf
                          objective)
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
-from ..rollout import rollout_groups, trajectory_datum
+from ..rollout import request_seed, rollout_groups, trajectory_datum
 from ..tools.sandbox import Sandbox, SandboxConfig, make_code_interpreter, sandbox_metrics
 from ..track import RunDir
 
@@ -129,7 +129,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         task.tool_metrics()
         problems = batch.step_items(task.train, step, cfg.batch_prompts)
         groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(problems, cfg.group_size), chat,
-                                task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
+                                task.budgets, cfg.temperature, request_seed(cfg.seed, step))
         # 2. reward: the outcome alone (the boxed answer, graded by the environment), logged with the episodes'
         # tool calls and stops
         metrics = {**batch.episode_metrics(groups), "time/sample": time.perf_counter() - t0}

@@ -34,7 +34,7 @@ from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConf
                          objective)
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
-from ..rollout import rollout_groups, trajectory_datum
+from ..rollout import request_seed, rollout_groups, trajectory_datum
 from ..tools.calls import tool_schema
 from ..tools.search import BM25Index, search_tool
 from ..track import RunDir
@@ -129,7 +129,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         # 1. play a group of episodes per question from the current weights, each branch searching on its own
         questions = batch.step_items(task.train, step, cfg.batch_prompts)
         groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(questions, cfg.group_size), chat,
-                                task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
+                                task.budgets, cfg.temperature, request_seed(cfg.seed, step))
         # 2. reward: the exact match of the Answer: line, graded by the environment (logged with the episodes'
         # searches and stops, and the em of one- and two-hop questions apart)
         metrics = {**batch.episode_metrics(groups), **batch.tagged_metrics(groups, [task.tag(q) for q in questions], "em"),

@@ -35,7 +35,7 @@ from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConf
                          objective)
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
-from ..rollout import rollout_groups, trajectory_datum
+from ..rollout import request_seed, rollout_groups, trajectory_datum
 from ..track import RunDir
 
 SUMMARY_KEYS = ("won", "steps", "invalid_actions", "score", "turns", "no_tool_rate", "valid_tool_call_rate")
@@ -143,7 +143,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         # 1. play a group of episodes of each game from the current weights
         games = batch.step_items(task.train, step, cfg.batch_prompts)
         groups = rollout_groups(client.save_weights_and_get_sampling_client(), task.envs(games, cfg.group_size), chat,
-                                task.budgets, cfg.temperature, batch.episode_seed(cfg.seed, step))
+                                task.budgets, cfg.temperature, request_seed(cfg.seed, step))
         # 2. reward: 1 for a win, minus the charges for invalid actions and quitting (the game's), logged with the
         # episodes' wins, steps, invalid actions and score
         metrics = {**batch.episode_metrics(groups, COUNTERS, STOP_REASONS), "time/sample": time.perf_counter() - t0}

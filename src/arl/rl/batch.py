@@ -6,18 +6,31 @@ Advantages are values a recipe holds (`adv_BG`), never written into the trajecto
 
 from __future__ import annotations
 
+import functools
+import random
 from collections.abc import Sequence
 
 from .. import advantages
 from ..rollout.multiturn import summarize
+from ..rollout.seeds import request_seed
 from ..types import ModelInput, SamplingParams
 from .update import Rollout
 
 
 def draw(items: Sequence, index: int):
-    """The `index`-th item of the training stream: a fixed permutation of `items`, the same for every
-    arm and seed of a comparison, so prompts differ between two runs only if they sample differently."""
-    return items[index * 7919 % len(items)]
+    """The `index`-th item of the training stream: epoch after epoch (`len(items)` draws each) through
+    `items`, each epoch in its own fixed shuffled order, the same for every arm and seed of a comparison,
+    so prompts differ between two runs only if they sample differently."""
+    epoch, position = divmod(index, len(items))
+    return items[_order(len(items), epoch)[position]]
+
+
+@functools.lru_cache(maxsize=64)
+def _order(n: int, epoch: int) -> tuple[int, ...]:
+    """A permutation of range(n), fixed by (n, epoch)."""
+    order = list(range(n))
+    random.Random(f"draw-{n}-{epoch}").shuffle(order)
+    return tuple(order)
 
 
 def step_items(items: Sequence, step: int, batch_prompts: int) -> list:
@@ -27,10 +40,10 @@ def step_items(items: Sequence, step: int, batch_prompts: int) -> list:
 
 def sample_groups(sampler, prompts: Sequence[list[int]], cfg, step: int, stop: list[str], first: int = 0) -> list:
     """`cfg.group_size` samples of each prompt, all requests in flight at once; prompt i of the step
-    (counted from `first`, for refills) gets its own seed, so a refill never repeats an earlier draw."""
+    (counted from `first`, for refills) is request `first + i` of `request_seed`, so no two share a seed."""
     futures = [sampler.sample(ModelInput.from_ints(p), cfg.group_size,
                               SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                             seed=cfg.seed * 1_000_003 + step * 1000 + first + i, stop=stop))
+                                             seed=request_seed(cfg.seed, step, first + i), stop=stop))
                for i, p in enumerate(prompts)]
     return [f.result().sequences for f in futures]
 
@@ -45,12 +58,6 @@ def with_signal(prompts: Sequence[list[int]], groups, adv_BG) -> list[Rollout]:
 def by_group(values_K: Sequence, group_size: int) -> list[list]:
     """A flat list of per-completion values (prompt by prompt, `group_size` each) cut back into groups."""
     return [list(values_K[b:b + group_size]) for b in range(0, len(values_K), group_size)]
-
-
-def episode_seed(seed: int, step: int) -> int:
-    """The rollout seed of 0-based step `step` of an agent chapter (`rollout_groups` derives every
-    turn's and branch's seed from it): distinct per step and per run seed."""
-    return seed * 1_000_000_007 + step * 10_000_019
 
 
 def episode_rewards(groups: Sequence[Sequence]) -> list[list[float]]:

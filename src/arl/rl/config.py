@@ -20,6 +20,7 @@ from ..coldstart import ColdStart, demonstration_examples, run_cold_start
 from ..config import require_positive
 from ..data import load_math_task
 from ..rollout import Budgets
+from ..rollout.seeds import RUN_BITS, STEP_BITS
 from ..types import AdamParams
 from .task import MathTask
 from .update import KL_ESTIMATORS, Objective
@@ -59,6 +60,12 @@ class RunConfig(Group):
     threads: int = 0
     """torch threads (0 = the default, min(2, cores))."""
 
+    def validate(self) -> None:
+        super().validate()
+        if not 0 <= self.seed < 2 ** RUN_BITS:
+            raise ValueError(f"seed={self.seed}: use 0 to {2 ** RUN_BITS - 1} (a sampling seed holds the run seed in "
+                             f"{RUN_BITS} bits, arl.rollout.seeds)")
+
 
 @dataclass
 class SessionConfig(Group):
@@ -78,6 +85,9 @@ class SessionConfig(Group):
     def validate(self) -> None:
         super().validate()
         require_positive(self, "steps", "eval_every", "save_every")
+        if self.steps > 2 ** STEP_BITS:
+            raise ValueError(f"steps={self.steps}: at most {2 ** STEP_BITS} (a sampling seed holds the step in {STEP_BITS} "
+                             "bits, arl.rollout.seeds)")
 
 
 @dataclass

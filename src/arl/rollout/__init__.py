@@ -3,6 +3,7 @@
 from .datums import marker_datum, rl_datum, sft_datum, trajectory_datum
 from .multiturn import Budgets, ChatTokens, Trajectory, Turn, rollout_groups
 from .scoring import score_completions
+from .seeds import request_seed
 
-__all__ = ["Budgets", "ChatTokens", "Trajectory", "Turn", "marker_datum", "rl_datum", "rollout_groups", "score_completions",
-           "sft_datum", "trajectory_datum"]
+__all__ = ["Budgets", "ChatTokens", "Trajectory", "Turn", "marker_datum", "request_seed", "rl_datum", "rollout_groups",
+           "score_completions", "sft_datum", "trajectory_datum"]

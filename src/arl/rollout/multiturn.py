@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ..tools.calls import tool_schema
 from ..types import ModelInput, SamplingParams
+from .seeds import branch_request
 
 if TYPE_CHECKING:
     from ..envs.base import Env
@@ -262,8 +263,9 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
     """Play every group's episodes to the end; returns one trajectory per environment, in order.
 
     All environments of a group must open with the same messages (they are one prompt's branches).
-    Turn t of branch b of group g is sampled with seed `seed + 1_000_003 * t + 1009 * g + b` (turn 0:
-    one request per group), so a rollout is reproducible and no two requests share a seed.
+    `seed` is the step's `seeds.request_seed(run_seed, step)`; turn t of branch b of group g is sampled
+    with seed `seed + branch_request(t, g, b)` (turn 0: one request per group, branch 0), so a rollout
+    is reproducible and no two requests of a run share a seed.
     """
     branches: list[list[_Branch]] = []
     for g, envs in enumerate(groups):
@@ -288,7 +290,7 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
                     continue
                 limit = min(budgets.max_tokens_per_turn, room)
                 params = SamplingParams(max_tokens=limit, temperature=temperature, stop=stop,
-                                        seed=seed + 1_000_003 * t + 1009 * g + (0 if t == 0 else b))
+                                        seed=seed + branch_request(t, g, 0 if t == 0 else b))
                 if t == 0 and b == 0:  # the group's first turn: one request for all its branches
                     requests[(g, b)] = (sampler.sample(ModelInput.from_ints(br.prompt), len(branches[g]), params), limit)
                 elif t > 0:
