@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from arl.data.encyclopedia import TEST_WORLD, TRAIN_WORLD, demonstration, make_encyclopedia
+from arl.data.encyclopedia import demonstration, make_encyclopedia
 from arl.data.qa import Question, support_hit_rate
 from arl.tools.calls import ToolCall, parse_tool_calls
 from arl.models.tokenizer import train_tokenizer
@@ -101,9 +101,15 @@ def test_sized_for_a_tiny_model(world):
     assert all(len(q.answers[0].split()) == 1 for q in train + test)
 
 
-def test_split_sizes_are_checked():
-    with pytest.raises(ValueError, match="n_train must be an integer from 0 to"):
-        make_encyclopedia(n_train=100_000)
+def test_split_sizes_are_checked_against_what_each_world_holds():
+    """The largest split the error names is the whole world's question list: it can be had, one more cannot."""
+    sizes = {}
+    for field in ("n_train", "n_test"):
+        with pytest.raises(ValueError, match=f"{field} must be an integer from 0 to") as e:
+            make_encyclopedia(**{field: 100_000})
+        sizes[field] = int(str(e.value).split(" from 0 to ")[1].split()[0])
+    _, train, test = make_encyclopedia(n_train=sizes["n_train"], n_test=sizes["n_test"])
+    assert (len(train), len(test)) == (sizes["n_train"], sizes["n_test"])
+    assert len({q.question for q in train}) == len(train) and sizes["n_train"] > sizes["n_test"]  # the larger world
     with pytest.raises(ValueError, match="n_test must be an integer from 0 to"):
         make_encyclopedia(n_test=-1)
-    assert TRAIN_WORLD.people > TEST_WORLD.people
