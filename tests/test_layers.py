@@ -1,4 +1,4 @@
-"""The package's layers, walked from the code's own imports (every `import`, also inside functions;
+"""The package's layers and the shape of the recipes, walked from the code (imports: every `import`, also inside functions;
 `if TYPE_CHECKING:` blocks aside, they import nothing when the code runs).
 
 LAYERS is the order the code keeps, bottom first: a module imports only from its own layer or below.
@@ -111,3 +111,20 @@ def test_the_walk_sees_function_local_and_relative_imports():
     multiturn = {module for _, module in imports(SRC / "arl" / "rollout" / "multiturn.py")}
     assert "arl.tools.calls" in multiturn and not any(m.startswith("arl.envs") for m in multiturn)
     assert layer("rl") > layer("report") > layer("eval") > layer("rollout") > layer("envs") > layer("data")
+
+
+RECIPES = sorted(p for p in (SRC / "arl" / "recipes").glob("*.py") if p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
+def test_every_recipe_shows_its_datums_and_its_update_calls(path):
+    """A chapter's loop builds its datums with a `rollout.datums` helper and calls the client's
+    forward_backward and optim_step itself, in its own file, short enough to read at once."""
+    tree = ast.parse(path.read_text())
+    calls = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+             for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert calls & {"rl_datum", "trajectory_datum", "sft_datum", "decision_datum"}, "no datum built in the recipe"
+    assert calls & {"forward_backward", "forward_backward_custom"} and "optim_step" in calls
+    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    loop = max((n.end_lineno - n.lineno + 1 for n in ast.walk(main) if isinstance(n, (ast.For, ast.While))), default=0)
+    assert loop <= 60 and len(path.read_text().splitlines()) <= 180

@@ -15,12 +15,13 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import report
-from ..coldstart import run_cold_start, sft_examples, sft_step, sft_targets
+from ..coldstart import run_cold_start, sft_examples, sft_targets
 from ..config import require_positive
 from ..eval import before_after, summary_rows
 from ..rl.config import MathConfig, RunConfig
 from ..rl.session import service
 from ..rl.task import MathTask
+from ..rollout import sft_datum
 from ..track import RunDir, progress
 from ..types import AdamParams
 
@@ -80,8 +81,11 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         while step < cfg.steps and (not cfg.time_budget_s or trained_s < cfg.time_budget_s):
             t0 = time.perf_counter()
             batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
-            fb, optim = sft_step(client, batch, adam)
-            optim.result()
+            # token-mean cross entropy over the completions: each target token weighs 1 / tokens in the batch
+            n_tokens = sum(len(completion) for _, completion in batch)
+            datums = [sft_datum(prompt, completion, 1 / n_tokens) for prompt, completion in batch]
+            fb = client.forward_backward(datums, "cross_entropy")
+            client.optim_step(adam).result()
             step, trained_s = step + 1, trained_s + time.perf_counter() - t0
             metrics = {"loss/ce": fb.result().metrics["loss:sum"], "train/datums": float(len(batch)),
                        "time/step": time.perf_counter() - t0, "time/trained": trained_s}
