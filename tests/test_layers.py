@@ -1,5 +1,5 @@
-"""The package's layers and the shape of the recipes, walked from the code (imports: every `import`, also inside functions;
-`if TYPE_CHECKING:` blocks aside, they import nothing when the code runs).
+"""The package's layers, walked from the code's own imports (every `import`, also inside functions;
+`if TYPE_CHECKING:` blocks aside, they import nothing when the code runs), and the shape of the recipes.
 
 LAYERS is the order the code keeps, bottom first: a module imports only from its own layer or below.
 It is DESIGN.md's layer list with the places where the code has a reason to differ: the local engine
