@@ -5,7 +5,8 @@
 - `session`: `open_session` (threads, client, resume or cold start, step-0 evaluation), `Session.end_step`, `finish`.
 - `batch`: the prompt stream, group sampling and seeds, the rollouts with signal, the step metrics.
 - `update`: the update of a step: `Objective`, `minibatches` (datum advantages, the loss), `StepStats`, `same_update`.
-- `config`: the config field groups a chapter's `Config` composes.
+- `config`: the config field groups a chapter's `Config` composes (`defaults`, `objective`).
+- `stages`: a run of several stages scored on several domains (`eval/stages.json`).
 
 It imports the layers below it and never a recipe.
 """
