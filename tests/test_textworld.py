@@ -161,3 +161,17 @@ def test_a_rollout_cut_by_a_budget_is_charged_for_the_turns_it_did_not_play():
     [[won]] = rollout_groups(sampler, [[TextWorldEnv(game, max_steps=4)]], chat, budgets, 1.0, 0)
     assert won.stop_reason == "won" and won.reward == pytest.approx(0.9)
     assert won.metrics["won"] == 1 and won.metrics["invalid_actions"] == 1 and won.metrics["steps"] == 3
+
+
+def test_splits_have_their_own_seeds_and_sizes_stay_in_range():
+    """train, dev and test games come from disjoint seed ranges; a game's size is drawn within its ranges."""
+    from arl.data.textworld_games import DEV_SEED, SPLITS, game_size, make_split
+    assert [g.seed for g in make_split("dev", 2, **SIZE)] == [DEV_SEED, DEV_SEED + 1]
+    assert sorted(SPLITS.values()) == [0, TEST_SEED, DEV_SEED] and DEV_SEED - TEST_SEED == TEST_SEED
+    sizes = [game_size(s, 4, 5, min_rooms=2, min_quest_length=3) for s in range(200)]
+    assert {r for r, _ in sizes} == {2, 3, 4} and {q for _, q in sizes} == {3, 4, 5}
+    assert [game_size(s, 1, 2) for s in range(20)] == [game_size(s, 1, 2, 1, 1) for s in range(20)]
+    with pytest.raises(ValueError, match="split='valid'"):
+        make_split("valid", 1, **SIZE)
+    with pytest.raises(ValueError, match="quest length 3..2"):
+        game_size(0, 2, 2, min_quest_length=3)

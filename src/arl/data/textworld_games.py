@@ -3,9 +3,10 @@
 Each game is a real TextWorld game (Côté et al. 2018, the `textworld` package): a few rooms and
 objects and one quest (e.g. "take the latchkey from the basket, then unlock the box with it"),
 compiled by Inform 7 into a Z-machine file and played by jericho. Its size is drawn from its seed
-(1..`max_rooms` rooms, 1..`max_quest_length` quest steps, `n_objects` objects), so a split mixes
-easy and harder games. Training games have seeds 0..n-1, held-out games seeds from `TEST_SEED`
-up: no held-out game is ever trained on. Generating a game takes about 0.6 s; each is built once
+(`min_rooms`..`max_rooms` rooms, `min_quest_length`..`max_quest_length` quest steps, `n_objects`
+objects), so a split mixes easy and harder games. Training games have seeds 0..n-1, development
+games (for choosing presets and cold starts) seeds from `DEV_SEED` up, held-out games seeds from
+`TEST_SEED` up: no development or held-out game is ever trained on. Generating a game takes about 0.6 s; each is built once
 into the cache (`$ARL_HOME/textworld/`) with its objective, its walkthrough (the quest's winning
 commands, which the SFT cold start demonstrates) and its opening state.
 """
@@ -24,6 +25,10 @@ BUILD = 1
 """Bump when the generation or the recorded fields change, so cached games are rebuilt."""
 TEST_SEED = 1_000_000
 """Held-out games have seeds TEST_SEED, TEST_SEED + 1, ...: disjoint from every training seed."""
+DEV_SEED = 2_000_000
+"""Development games have seeds DEV_SEED, DEV_SEED + 1, ...: disjoint from training and held-out seeds."""
+SPLITS = {"train": 0, "dev": DEV_SEED, "test": TEST_SEED}
+"""Each split's first seed; a split of n games has seeds first..first+n-1 (n < 1,000,000)."""
 # jericho warns that it cannot track score and moves in TextWorld's games; TextWorld tracks both itself
 warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
 HIDDEN = ("examine ", "look", "inventory")
@@ -58,16 +63,21 @@ def require_textworld():
     return textworld
 
 
-def game_size(seed: int, max_rooms: int, max_quest_length: int) -> tuple[int, int]:
-    """(rooms, quest length) of game `seed`: drawn uniformly from 1..max, from the seed alone."""
+def game_size(seed: int, max_rooms: int, max_quest_length: int, min_rooms: int = 1,
+              min_quest_length: int = 1) -> tuple[int, int]:
+    """(rooms, quest length) of game `seed`: drawn uniformly from min..max, from the seed alone."""
+    if not 1 <= min_rooms <= max_rooms or not 1 <= min_quest_length <= max_quest_length:
+        raise ValueError(f"rooms {min_rooms}..{max_rooms}, quest length {min_quest_length}..{max_quest_length}: "
+                         "each range must start at 1 or more and not end below its start")
     rng = random.Random(f"textworld-size-{seed}")
-    return rng.randint(1, max_rooms), rng.randint(1, max_quest_length)
+    return rng.randint(min_rooms, max_rooms), rng.randint(min_quest_length, max_quest_length)
 
 
-def make_game(seed: int, max_rooms: int = 2, n_objects: int = 4, max_quest_length: int = 3) -> Game:
+def make_game(seed: int, max_rooms: int = 2, n_objects: int = 4, max_quest_length: int = 3, min_rooms: int = 1,
+              min_quest_length: int = 1) -> Game:
     """Game `seed` (generated and compiled once, then read from the cache)."""
     textworld = require_textworld()
-    rooms, quest_length = game_size(seed, max_rooms, max_quest_length)
+    rooms, quest_length = game_size(seed, max_rooms, max_quest_length, min_rooms, min_quest_length)
     stamp = {"kind": "textworld-game", "build": BUILD, "textworld": textworld.__version__, "seed": seed,
              "rooms": rooms, "objects": n_objects, "quest_length": quest_length}
     folder = settings.get().home / "textworld" / f"r{rooms}-o{n_objects}-q{quest_length}-seed{seed}"
@@ -80,9 +90,17 @@ def make_game(seed: int, max_rooms: int = 2, n_objects: int = 4, max_quest_lengt
 def make_games(n_train: int, n_test: int, max_rooms: int = 2, n_objects: int = 4,
                max_quest_length: int = 3) -> tuple[list[Game], list[Game]]:
     """(training games: seeds 0..n_train-1, held-out games: seeds TEST_SEED..TEST_SEED+n_test-1)."""
-    def make(seeds):
-        return [make_game(s, max_rooms, n_objects, max_quest_length) for s in seeds]
-    return make(range(n_train)), make(range(TEST_SEED, TEST_SEED + n_test))
+    size = dict(max_rooms=max_rooms, n_objects=n_objects, max_quest_length=max_quest_length)
+    return make_split("train", n_train, **size), make_split("test", n_test, **size)
+
+
+def make_split(split: str, n: int, **size) -> list[Game]:
+    """The first `n` games of `split` (train, dev or test; `SPLITS`), of `size` (`make_game`'s keywords)."""
+    if split not in SPLITS:
+        raise ValueError(f"split={split!r}: use one of {', '.join(SPLITS)}")
+    if not 0 <= n < 1_000_000:
+        raise ValueError(f"{n} {split} games: use 0..999,999 (the splits' seed ranges are a million apart)")
+    return [make_game(SPLITS[split] + i, **size) for i in range(n)]
 
 
 def shown_commands(admissible) -> list[str]:

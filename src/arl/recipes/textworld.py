@@ -27,56 +27,31 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from ..coldstart import content_digest
-from ..data.textworld_games import Game, make_games
-from ..envs.textworld import COUNTERS, STOP_REASONS, TextWorldEnv, opening, walkthrough_messages
+from ..envs.textworld import COUNTERS, STOP_REASONS
 from ..rl import batch, update
 from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, defaults,
                          objective)
+from ..rl.games import GamesConfig, games_task
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
 from ..rollout import request_seed, rollout_groups, trajectory_datum
 from ..track import RunDir
 
-SUMMARY_KEYS = ("won", "steps", "invalid_actions", "score", "turns", "no_tool_rate", "valid_tool_call_rate")
-
 
 @defaults(max_trajectory_tokens=1024, sft_steps=300, batch_prompts=4, steps=30, learning_rate=2e-4, eval_every=15)
 @dataclass
-class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentConfig, SamplingConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentConfig, SamplingConfig, GamesConfig):
     """The TextWorld agent's fields: the games, the rollout budgets, the cold start, and the policy-update
     ones it shares with GRPO (a step plays `batch_prompts` games, `group_size` episodes each)."""
 
-    n_train: int = 400
-    """Training games (seeds 0..N-1)."""
-    n_test: int = 50
-    """Held-out games (seeds from 1,000,000)."""
     games: str = "textworld"
     """textworld (games generated with seeds), or alfworld (ALFWorld's game files: the alfworld package and
     ALFWORLD_DATA, see `arl.envs.alfworld`; needs sft_steps=0)."""
-    max_rooms: int = 1
-    """Rooms of a generated game: drawn from 1..max_rooms per game."""
-    n_objects: int = 3
-    """Objects of a generated game."""
-    max_quest_length: int = 2
-    """Commands of a generated game's quest: drawn from 1..max_quest_length per game."""
-    invalid_penalty: float = 0.1
-    """Reward subtracted per invalid action (a command outside the admissible list, an unreadable call); a
-    turn that quits (no call, or an unreadable one) is charged for itself and every turn left."""
-    sft_stages: int = 2
-    """Cold-start stages of sft_steps each: stage k starts from stage k-1's weights (a fresh optimizer, the
-    examples in another order) and is cached on its own, so a longer cold start extends a shorter one."""
 
     def validate(self) -> None:
         super().validate()
         if self.games not in ("textworld", "alfworld"):
             raise ValueError(f"games={self.games!r}: use textworld or alfworld")
-        if self.max_rooms < 1 or self.n_objects < 1 or self.max_quest_length < 1:
-            raise ValueError("max_rooms, n_objects and max_quest_length must be at least 1")
-        if self.sft_stages < 1:
-            raise ValueError(f"sft_stages={self.sft_stages}: must be at least 1 (sft_steps=0 turns the cold start off)")
-        if self.invalid_penalty < 0:
-            raise ValueError(f"invalid_penalty={self.invalid_penalty}: must be >= 0")
         if self.games == "alfworld":
             from ..envs.alfworld import AlfWorldUnavailable, require_alfworld
             try:
@@ -87,11 +62,6 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
             if self.sft_steps > 0:
                 raise ValueError(f"sft_steps={self.sft_steps}: ALFWorld's files hold no walkthroughs to demonstrate; "
                                  "set sft_steps=0 (start from an instruction-tuned model)")
-
-
-def game_item(game: Game) -> dict:
-    return {"game": game.seed, "rooms": game.rooms, "quest_length": game.quest_length, "objective": game.objective,
-            "walkthrough": list(game.walkthrough)}
 
 
 PRESETS = {
@@ -107,30 +77,12 @@ PRESETS = {
 
 
 def make_task(cfg: Config) -> EnvTask:
-    """The games as `textworld` episodes (a quitting turn is charged for the `max_turns` budget), or
-    ALFWorld's. The cold start: SFT on every training game's walkthrough as the game answers it (the
-    `act` calls and the real observations), in `sft_stages` cached stages; no held-out game is shown."""
+    """The generated games (`arl.rl.games`), or ALFWorld's."""
     if cfg.games == "alfworld":
-        from ..envs.alfworld import AlfWorldEnv as env_type, load_alfworld_games
+        from ..envs.alfworld import AlfWorldEnv, load_alfworld_games
         train, test = load_alfworld_games("train", limit=cfg.n_train), load_alfworld_games("valid_unseen", limit=cfg.n_test)
-    else:
-        env_type, (train, test) = TextWorldEnv, make_games(cfg.n_train, cfg.n_test, cfg.max_rooms, cfg.n_objects,
-                                                           cfg.max_quest_length)
-
-    def env(game: Game) -> TextWorldEnv:
-        return env_type(game, cfg.invalid_penalty, cfg.max_turns)
-
-    def cold_start() -> str | None:
-        if cfg.sft_steps == 0:
-            return None
-        conversations = [(opening(g), e.tools, walkthrough_messages(e)) for g in train for e in [env(g)]]
-        digest = content_digest([o + m for o, _, m in conversations[::20]])
-        return cfg.demonstration_cold_start(f"textworld-{digest}-{len(conversations)}-obs{cfg.max_observation_tokens}"
-                                            f"-schemas{int(cfg.tool_schemas)}", conversations, cfg.sft_stages)
-
-    return EnvTask(train, test, env, cfg.budgets(), cfg.tool_schemas, describe=game_item, tag=lambda g: f"quest{g.quest_length}",
-                   summary_keys=SUMMARY_KEYS, table_keys=("won", "steps", "invalid_actions", "quest1/won", "quest2/won", "quest3/won"),
-                   cold_start=cold_start, counters=COUNTERS, stop_reasons=STOP_REASONS, prompt_key="objective")
+        return games_task(cfg, train, test, AlfWorldEnv)
+    return games_task(cfg, *cfg.splits())
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:

@@ -1,0 +1,100 @@
+"""Generated TextWorld games as an `EnvTask`: what the TextWorld, TEMPO and AgentOPSD chapters share.
+
+`GamesConfig` holds the games' fields (how many per split, their size, the reward's charges, the cold
+start's stages); `games_task` turns a config into the task: the training games, the evaluated split
+(`eval_split`: dev while choosing presets and cold starts, test for the reported results), a fresh
+`TextWorldEnv` per episode, and the SFT cold start on the training games' walkthroughs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..coldstart import content_digest
+from ..data.textworld_games import Game, make_split
+from ..envs.textworld import COUNTERS, STOP_REASONS, TextWorldEnv, opening, walkthrough_messages
+from .config import Group
+from .task import EnvTask
+
+SUMMARY_KEYS = ("won", "steps", "invalid_actions", "score", "turns", "no_tool_rate", "valid_tool_call_rate")
+
+
+@dataclass
+class GamesConfig(Group):
+    """Generated games: their number per split, their size, the reward's charges and the cold start."""
+
+    n_train: int = 400
+    """Training games (seeds 0..N-1)."""
+    n_test: int = 50
+    """Held-out games (seeds from 1,000,000)."""
+    n_dev: int = 0
+    """Development games (seeds from 2,000,000), evaluated instead of the held-out ones when eval_split=dev."""
+    eval_split: str = "test"
+    """The games the held-out evaluation plays: test (the reported results) or dev (choosing presets and cold starts)."""
+    min_rooms: int = 1
+    """Rooms of a generated game: drawn from min_rooms..max_rooms per game."""
+    max_rooms: int = 1
+    """Rooms of a generated game: drawn from min_rooms..max_rooms per game."""
+    n_objects: int = 3
+    """Objects of a generated game."""
+    min_quest_length: int = 1
+    """Commands of a generated game's quest: drawn from min_quest_length..max_quest_length per game."""
+    max_quest_length: int = 2
+    """Commands of a generated game's quest: drawn from min_quest_length..max_quest_length per game."""
+    invalid_penalty: float = 0.1
+    """Reward subtracted per invalid action (a command outside the admissible list, an unreadable call); a
+    turn that quits (no call, or an unreadable one) is charged for itself and every turn left. 0: the
+    reward is the win alone."""
+    sft_stages: int = 2
+    """Cold-start stages of sft_steps each: stage k starts from stage k-1's weights (a fresh optimizer, the
+    examples in another order) and is cached on its own, so a longer cold start extends a shorter one."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not 1 <= self.min_rooms <= self.max_rooms or self.n_objects < 1 or \
+                not 1 <= self.min_quest_length <= self.max_quest_length:
+            raise ValueError(f"rooms {self.min_rooms}..{self.max_rooms}, n_objects={self.n_objects}, quest length "
+                             f"{self.min_quest_length}..{self.max_quest_length}: each must be at least 1 and no "
+                             "minimum above its maximum")
+        if self.eval_split not in ("test", "dev"):
+            raise ValueError(f"eval_split={self.eval_split!r}: use test or dev")
+        if self.eval_split == "dev" and self.n_dev < 1:
+            raise ValueError("eval_split=dev needs n_dev >= 1 development games")
+        if self.sft_stages < 1:
+            raise ValueError(f"sft_stages={self.sft_stages}: must be at least 1 (sft_steps=0 turns the cold start off)")
+        if self.invalid_penalty < 0:
+            raise ValueError(f"invalid_penalty={self.invalid_penalty}: must be >= 0")
+
+    def splits(self) -> tuple[list[Game], list[Game]]:
+        """(training games, the evaluated split's games), generated once and cached."""
+        size = dict(min_rooms=self.min_rooms, max_rooms=self.max_rooms, n_objects=self.n_objects,
+                    min_quest_length=self.min_quest_length, max_quest_length=self.max_quest_length)
+        held_out = self.n_test if self.eval_split == "test" else self.n_dev
+        return make_split("train", self.n_train, **size), make_split(self.eval_split, held_out, **size)
+
+
+def game_item(game: Game) -> dict:
+    return {"game": game.seed, "rooms": game.rooms, "quest_length": game.quest_length, "objective": game.objective,
+            "walkthrough": list(game.walkthrough)}
+
+
+def games_task(cfg, train: list[Game], test: list[Game], env_type=TextWorldEnv, tags: int = 3) -> EnvTask:
+    """The games as episodes of `env_type` (a quitting turn is charged for the `max_turns` budget). `cfg` is
+    an `AgentConfig` and a `GamesConfig`. The cold start: SFT on every training game's walkthrough as the
+    game answers it (the `act` calls and the real observations), in `sft_stages` cached stages; no
+    development or held-out game is shown. The report's table breaks success down by quest lengths 1..`tags`."""
+    def env(game: Game) -> TextWorldEnv:
+        return env_type(game, cfg.invalid_penalty, cfg.max_turns)
+
+    def cold_start() -> str | None:
+        if cfg.sft_steps == 0:
+            return None
+        conversations = [(opening(g), e.tools, walkthrough_messages(e)) for g in train for e in [env(g)]]
+        digest = content_digest([o + m for o, _, m in conversations[::20]])
+        return cfg.demonstration_cold_start(f"textworld-{digest}-{len(conversations)}-obs{cfg.max_observation_tokens}"
+                                            f"-schemas{int(cfg.tool_schemas)}", conversations, cfg.sft_stages)
+
+    table = ("won", "steps", "invalid_actions", *(f"quest{n}/won" for n in range(1, tags + 1)))
+    return EnvTask(train, test, env, cfg.budgets(), cfg.tool_schemas, describe=game_item, tag=lambda g: f"quest{g.quest_length}",
+                   summary_keys=SUMMARY_KEYS, table_keys=table, cold_start=cold_start, counters=COUNTERS,
+                   stop_reasons=STOP_REASONS, prompt_key="objective")
