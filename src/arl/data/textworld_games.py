@@ -4,11 +4,13 @@ Each game is a real TextWorld game (Côté et al. 2018, the `textworld` package)
 objects and one quest (e.g. "take the latchkey from the basket, then unlock the box with it"),
 compiled by Inform 7 into a Z-machine file and played by jericho. Its size is drawn from its seed
 (`min_rooms`..`max_rooms` rooms, `min_quest_length`..`max_quest_length` quest steps, `n_objects`
-objects), so a split mixes easy and harder games. Training games have seeds 0..n-1, development
+objects), so a split mixes easy and harder games. Training games have seeds from 0 up, development
 games (for choosing presets and cold starts) seeds from `DEV_SEED` up, held-out games seeds from
-`TEST_SEED` up: no development or held-out game is ever trained on. Generating a game takes about 0.6 s; each is built once
-into the cache (`$ARL_HOME/textworld/`) with its objective, its walkthrough (the quest's winning
-commands, which the SFT cold start demonstrates) and its opening state.
+`TEST_SEED` up: no development or held-out game is ever trained on. A split keeps the games whose
+walkthrough wins (in larger games two objects can share a name the parser cannot tell apart).
+Generating a game takes about 0.6 s; each is built once into the cache (`$ARL_HOME/textworld/`) with
+its objective, its walkthrough (the quest's winning commands, which the SFT cold start demonstrates),
+whether it wins, and its opening state.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 from .. import settings
 from ..models.cache import ensure_built, read_manifest
 
-BUILD = 1
+BUILD = 2
 """Bump when the generation or the recorded fields change, so cached games are rebuilt."""
 TEST_SEED = 1_000_000
 """Held-out games have seeds TEST_SEED, TEST_SEED + 1, ...: disjoint from every training seed."""
@@ -51,6 +53,9 @@ class Game:
     """The name of the starting room."""
     admissible: tuple[str, ...]
     """Admissible commands in the starting state."""
+    wins: bool = True
+    """Its walkthrough wins the game. A few generated games' do not: two objects the parser cannot tell
+    apart ("the chest" and "the type O chest") make a walkthrough command ambiguous."""
 
 
 def require_textworld():
@@ -84,7 +89,7 @@ def make_game(seed: int, max_rooms: int = 2, n_objects: int = 4, max_quest_lengt
     ensure_built(folder, stamp, lambda tmp: _generate(textworld, tmp, seed, rooms, n_objects, quest_length))
     m = read_manifest(folder)
     return Game(seed, str(folder / "game.z8"), rooms, m["quest_length"], m["objective"], tuple(m["walkthrough"]),
-                m["room"], tuple(m["admissible"]))
+                m["room"], tuple(m["admissible"]), m["wins"])
 
 
 def make_games(n_train: int, n_test: int, max_rooms: int = 2, n_objects: int = 4,
@@ -95,12 +100,21 @@ def make_games(n_train: int, n_test: int, max_rooms: int = 2, n_objects: int = 4
 
 
 def make_split(split: str, n: int, **size) -> list[Game]:
-    """The first `n` games of `split` (train, dev or test; `SPLITS`), of `size` (`make_game`'s keywords)."""
+    """The first `n` games of `split` (train, dev or test; `SPLITS`) of `size` (`make_game`'s keywords)
+    whose walkthrough wins: seeds from the split's first up, skipping the unwinnable ones."""
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: use one of {', '.join(SPLITS)}")
     if not 0 <= n < 1_000_000:
         raise ValueError(f"{n} {split} games: use 0..999,999 (the splits' seed ranges are a million apart)")
-    return [make_game(SPLITS[split] + i, **size) for i in range(n)]
+    games, seed = [], SPLITS[split]
+    while len(games) < n:
+        if seed >= SPLITS[split] + 1_000_000:
+            raise ValueError(f"{split}: fewer than {n} winnable games of this size in its seed range")
+        game = make_game(seed, **size)
+        seed += 1
+        if game.wins:
+            games.append(game)
+    return games
 
 
 def shown_commands(admissible) -> list[str]:
@@ -116,12 +130,15 @@ def _generate(textworld, tmp: Path, seed: int, rooms: int, n_objects: int, quest
     options.force_recompile = True
     path, game = textworld.make(options)
     walkthrough = list(game.metadata.get("walkthrough") or game.main_quest.commands)
-    env = textworld.start(path, request_infos=textworld.EnvInfos(admissible_commands=True, description=True))
+    env = textworld.start(path, request_infos=textworld.EnvInfos(admissible_commands=True, description=True, won=True))
     try:
         state = env.reset()
         room = state.description.strip().splitlines()[0].strip("-= ").strip()
         admissible = list(state.admissible_commands)
+        for command in walkthrough:  # as the environment sends it: lower case, single spaces
+            state, _, _ = env.step(" ".join(command.lower().split()))
+        wins = bool(state.won)
     finally:
         env.close()
     return {"objective": game.objective, "walkthrough": walkthrough, "quest_length": len(walkthrough),
-            "room": room, "admissible": admissible}
+            "room": room, "admissible": admissible, "wins": wins}

@@ -30,7 +30,7 @@ class GamesConfig(Group):
     """Generated games: their number per split, their size, the reward's charges and the cold start."""
 
     n_train: int = 400
-    """Training games (seeds 0..N-1)."""
+    """Training games (seeds from 0; a split keeps the games whose walkthrough wins)."""
     n_test: int = 50
     """Held-out games (seeds from 1,000,000)."""
     n_dev: int = 0
