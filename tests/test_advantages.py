@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from arl.advantages import batch_advantages, group_advantages, is_degenerate
+from arl.advantages import batch_advantages, belief_credit, group_advantages, is_degenerate
 
 
 def test_group_advantages_center_on_the_group_mean():
@@ -105,3 +105,54 @@ def test_reverse_kl_advantages_by_hand():
     assert reverse_kl_advantages(student, teacher, discount=0.5) == pytest.approx([0.25, -0.5, 0.0])
     with pytest.raises(ValueError, match="score the teacher on exactly"):
         reverse_kl_advantages([-1.0], [-1.0, -2.0])
+
+
+def test_belief_credit_by_hand():
+    # b0 = 0.5 (logit 0), gamma 0.5, evidence [2, -1, 0]: C = [2, 0, 0], B = [sigmoid(2), 0.5, 0.5],
+    # dB = [0.3808, -0.3808, 0], credit (A > 0) z-scored = [1.2247, -1.2247, 0] -> w = [1.2, 0.8, 1.0] (clipped)
+    out = belief_credit(1.0, [2.0, -1.0, 0.0], b0=0.5, gamma=0.5, bound=0.2, lam=0.5)
+    s2 = 1 / (1 + math.exp(-2))
+    assert out["delta_b"] == pytest.approx([s2 - 0.5, 0.5 - s2, 0.0])
+    assert out["weight"] == pytest.approx([1.2, 0.8, 1.0])
+    assert out["adv"] == pytest.approx([1.1, 0.9, 1.0])
+    # a losing trajectory: the turn that lowered the belief gets more of the blame
+    assert belief_credit(-2.0, [2.0, -1.0, 0.0], b0=0.5, gamma=0.5)["adv"] == pytest.approx([-1.8, -2.2, -2.0])
+    # |z| = sqrt(3/2) > 1 is clipped whatever the bound: lam 1, bound 0.1 gives w = [1.1, 0.9, 1.0]
+    assert belief_credit(1.0, [2.0, -1.0, 0.0], b0=0.5, gamma=0.5, bound=0.1, lam=1.0)["adv"] == \
+        pytest.approx([1.1, 0.9, 1.0])
+    # evidence [2, -2, 0, 2], gamma 0: B = [s(2), s(-2), 1/2, s(2)], dB = [d, -2d, d, d] (d = s(2) - 1/2),
+    # mean d/4, population std d sqrt(27)/4: z = [1/sqrt(3), -sqrt(3), 1/sqrt(3), 1/sqrt(3)]; bound 0.2 clips the second
+    w = 1 + 0.2 / math.sqrt(3)
+    assert belief_credit(1.0, [2.0, -2.0, 0.0, 2.0], b0=0.5, gamma=0.0, bound=0.2, lam=1.0)["weight"] == \
+        pytest.approx([w, 0.8, w, w], rel=1e-5)
+
+
+def test_belief_credit_b0_is_clipped_and_gamma_carries_evidence():
+    # b0 = 0 is clipped to b0_eps = 0.05; a single turn has z = 0: its weight is 1
+    out = belief_credit(1.0, [1.0], b0=0.0)
+    prior = math.log(0.05 / 0.95)
+    assert out["delta_b"] == pytest.approx([1 / (1 + math.exp(-(prior + 1.0))) - 0.05])
+    assert out["adv"] == [1.0] and out["weight"] == [1.0]
+    # gamma 1: C_t is the running sum; evidence [1, 1] gives B = sigmoid(1), sigmoid(2) from b0 = 0.5
+    d = belief_credit(1.0, [1.0, 1.0], b0=0.5, gamma=1.0)["delta_b"]
+    s1, s2 = (1 / (1 + math.exp(-x)) for x in (1.0, 2.0))
+    assert d == pytest.approx([s1 - 0.5, s2 - s1])
+
+
+def test_belief_credit_never_flips_the_sign_and_lambda_zero_is_grpo():
+    rng = __import__("random").Random(0)
+    for _ in range(200):
+        adv = rng.uniform(-3, 3)
+        evidence = [rng.gauss(0, 5) for _ in range(rng.randint(1, 12))]
+        for bound, lam in ((0.2, 0.5), (1.0, 1.0), (1.0, 0.5)):
+            out = belief_credit(adv, evidence, b0=rng.random(), bound=bound, lam=lam)
+            assert all(a * adv >= 0 for a in out["adv"])
+            assert all(1 - lam * bound - 1e-12 <= m <= 1 + lam * bound + 1e-12 for m in out["multiplier"])
+        assert belief_credit(adv, evidence, b0=0.3, lam=0.0)["adv"] == pytest.approx([adv] * len(evidence))
+    assert belief_credit(0.0, [1.0, -1.0], b0=0.5)["adv"] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("kw", [dict(bound=1.5), dict(lam=-0.1), dict(lam=1.2), dict(b0_eps=0.0)])
+def test_belief_credit_rejects_ranges_that_could_flip_the_sign(kw):
+    with pytest.raises(ValueError, match="must be in"):
+        belief_credit(1.0, [0.5], b0=0.5, **kw)

@@ -49,6 +49,9 @@ STEP_KEYS = {
                "train/masked_tokens"},
     "textworld": {"reward/mean", "reward/frac_degenerate", "rollout/won", "rollout/steps", "rollout/invalid_actions",
                   "rollout/score", "rollout/turns", "train/tokens", "train/masked_tokens", "time/sample"},
+    "agent-opsd": {"reward/mean", "rollout/won", "rollout/turns", "opsd/evidence_mean", "opsd/evidence_abs_mean",
+                   "opsd/delta_b_abs_mean", "opsd/weight_min", "opsd/weight_max", "opsd/adv_multiplier_min",
+                   "opsd/adv_multiplier_max", "opsd/teacher_tokens", "train/tokens", "train/masked_tokens"},
 }
 LAST_STEP = {"opd-specialist": 10}
 """Chapters whose smoke run logs more than 2 steps (five 2-step stages)."""
@@ -59,7 +62,7 @@ EVALS = {
     "jev": {"step-0000", "step-0002", "calibration", "stages", "summary"},  # base, trained, trained + T per split
 }
 """Evaluations a smoke run writes (default: the step-0 one and the summary)."""
-MULTI_TURN = ("search-r1", "retool", "textworld")
+MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd")
 RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "jev"})
 """Chapters that continue a killed run (the other three are seconds long and refuse --resume)."""
 

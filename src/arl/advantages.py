@@ -145,3 +145,45 @@ def reverse_kl_advantages(student_logprobs_T: Sequence[float], teacher_logprobs_
             running = adv_T[i] + discount * running
             adv_T[i] = running
     return adv_T
+
+
+def belief_credit(adv: float, evidence_T: Sequence[float], b0: float, gamma: float = 0.95, bound: float = 0.2,
+                  lam: float = 0.5, b0_eps: float = 0.05, eps: float = 1e-6) -> dict[str, list[float]]:
+    """AgentOPSD's turn-level credit (the reference lab's 09-AgentOPSD, after ZethWang/AgentOPSD): one
+    trajectory's sequence advantage A spread over its T turns by a privileged self-teacher's evidence.
+
+        e_t        = sum over turn t's action tokens of (log pi_teacher - log pi_student)   (given)
+        C_t        = gamma C_{t-1} + e_t,   C_{-1} = 0
+        B_t        = sigmoid(logit b0 + C_t),  b0 clipped to [b0_eps, 1 - b0_eps],  B_{-1} = b0
+        dB_t       = B_t - B_{t-1}                         (how much turn t moved the belief of success)
+        credit_t   = sign(A) dB_t,  z_t = (credit_t - mean_t) / (std_t + eps)  (population std)
+        w_t        = clip(1 + bound z_t, 1 - bound, 1 + bound)
+        A_t        = A ((1 - lam) + lam w_t)
+
+    `b0` is the group's success rate. A winning trajectory's turns that raised the teacher's belief most
+    get more of A, a losing one's turns that lowered it most get more of the blame. With bound <= 1 and
+    lam <= 1 the multiplier (1 - lam) + lam w_t lies in [1 - lam bound, 1 + lam bound] >= 0, so a turn's
+    advantage never has the opposite sign of A; lam = 0 is sequence-level GRPO (A_t = A).
+    Returns {"adv": A_t, "delta_b": dB_t, "weight": w_t, "multiplier": (1 - lam) + lam w_t}.
+    """
+    if not 0.0 <= bound <= 1.0 or not 0.0 <= lam <= 1.0:
+        raise ValueError(f"bound={bound}, lam={lam}: each must be in [0, 1] (so a turn's advantage keeps A's sign)")
+    if not 0.0 < b0_eps < 0.5:
+        raise ValueError(f"b0_eps={b0_eps}: must be in (0, 0.5)")
+    if len(evidence_T) == 0:
+        return {"adv": [], "delta_b": [], "weight": [], "multiplier": []}
+    b0 = min(max(b0, b0_eps), 1.0 - b0_eps)
+    prior = math.log(b0 / (1.0 - b0))
+    running, previous, delta_T = 0.0, b0, []
+    for e in evidence_T:
+        running = gamma * running + e
+        belief = 1.0 / (1.0 + math.exp(-(prior + running)))
+        delta_T.append(belief - previous)
+        previous = belief
+    sign = (adv > 0) - (adv < 0)
+    credit_T = [sign * d for d in delta_T]
+    mean = math.fsum(credit_T) / len(credit_T)
+    std = math.sqrt(math.fsum((c - mean) ** 2 for c in credit_T) / len(credit_T))
+    weight_T = [min(max(1.0 + bound * (c - mean) / (std + eps), 1.0 - bound), 1.0 + bound) for c in credit_T]
+    multiplier_T = [(1.0 - lam) + lam * w for w in weight_T]
+    return {"adv": [adv * m for m in multiplier_T], "delta_b": delta_T, "weight": weight_T, "multiplier": multiplier_T}

@@ -21,6 +21,7 @@ CHAPTERS = {
     "search-r1": ("arl.recipes.search_r1", "03 Search-R1: multi-turn GRPO for a policy that searches a local BM25 index before it answers"),
     "retool": ("arl.recipes.retool", "03 ReTool: multi-turn GRPO for a policy that learns when to run Python in a sandbox"),
     "textworld": ("arl.recipes.textworld", "03 TextWorld agent: multi-turn GRPO that wins small generated text games with an act(command) tool"),
+    "agent-opsd": ("arl.recipes.agent_opsd", "04 AgentOPSD: turn-level credit from a privileged self-teacher on long-horizon TextWorld games"),
     "jev": ("arl.recipes.jev", "04 Jev: fixed-option decisions from one forward pass, with calibrated confidence"),
     "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
 }

@@ -77,10 +77,15 @@ def _trajectory(row: dict, decode, scale: float, index: int, trained: bool) -> s
     parts.append(f'<details class="prompt"><summary>prompt: {len(prompt)} tokens (system message, tools if shown, question), not trained'
                  f'</summary><div class="stream">{_token_spans(decode(prompt), "T" * len(prompt), prompt, [0.0] * len(prompt), 0, 0)}'
                  "</div></details>")
+    # a chapter that credits turns unequally (AgentOPSD) logs each turn's advantage and belief move
+    turn_adv = row.get("turn_advantages") or [adv] * len(row["turns"])
+    delta_b = row.get("turn_delta_b")
     for k, turn in enumerate(row["turns"]):
         n_policy = turn["source"].count("A")
         label = f"turn {k + 1}: {n_policy} policy tokens" + (f", reward {fmt(turn['reward'])}" if turn.get("reward") else "")
-        spans = _token_spans(decode(turn["tokens"]), turn["source"], turn["tokens"], turn["logprobs"], adv, scale)
+        if "turn_advantages" in row:
+            label += f", advantage {fmt(turn_adv[k])}" + (f", belief move {fmt(delta_b[k])}" if delta_b else "")
+        spans = _token_spans(decode(turn["tokens"]), turn["source"], turn["tokens"], turn["logprobs"], turn_adv[k], scale)
         parts.append(f'<div class="turn"><div class="label">{html.escape(label)}</div><div class="stream">{spans}</div>'
                      f"{_calls(turn)}</div>")
     return f'<div class="rollout">{"".join(parts)}</div>'

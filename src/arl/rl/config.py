@@ -299,6 +299,6 @@ class AgentConfig(Group):
 def objective(cfg, sequence_loss=None) -> Objective:
     """The `Objective` of a policy-update chapter's config: `loss_fn` with its clip bounds (LossConfig),
     reduced by `normalizer` (OptimConfig, with SamplingConfig's max_tokens), the KL term (KLConfig), and
-    a chapter's `sequence_loss` in place of the token-level loss (GSPO)."""
-    return Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, cfg.kl_coef, cfg.kl_estimator,
-                     sequence_loss)
+    a chapter's `sequence_loss` in place of the token-level loss (GSPO). A config without KLConfig has no KL term."""
+    kl = (cfg.kl_coef, cfg.kl_estimator) if isinstance(cfg, KLConfig) else (0.0, "k3")
+    return Objective(cfg.loss_fn, cfg.loss_config(), cfg.normalizer, cfg.max_tokens, *kl, sequence_loss)
