@@ -116,3 +116,24 @@ def test_seed_replicates_of_a_multi_stage_chapter(tmp_path):
     assert "## Every stage and checkpoint: preset" in md
     assert "| sar-opd | 2 | 2 |" in md  # stage, step, seeds
     assert (out / "plots" / "tradeoff-preset.png").is_file()
+
+
+def test_verdicts_paired_by_item_average_seeds_then_bootstrap_items():
+    from types import SimpleNamespace
+
+    from arl.report.compare import _item_verdicts
+    from arl.track.compare import Arm
+
+    def run(won):  # a finished run whose final evaluation has one episode per held-out game
+        items = [{"metrics": {"won": float(w)}} for w in won]
+        return SimpleNamespace(eval_names=lambda: ["step-0000", "step-0004", "summary"],
+                               read_eval=lambda name: {"items": items} if name == "step-0004" else {})
+    plan = SimpleNamespace(arms=[Arm("ref", {}), Arm("b", {})], seeds=[0, 1])
+    runs = {"ref": {0: run([0, 0, 1, 1]), 1: run([0, 1, 1, 0])}, "b": {0: run([1, 0, 1, 1]), 1: run([1, 1, 1, 0])}}
+    v = _item_verdicts(plan, runs, "won")["b vs ref: won"]
+    # item differences averaged over the 2 seeds: [1, 0, 0, 0] -> mean 0.25
+    assert v["mean"] == 0.25 and (v["n_items"], v["n_seeds"]) == (4, 2)
+    assert v["low"] == 0.0 and v["high"] == 0.75  # bootstrap over 4 items: 0 to 3 of them are the winning one
+    # sd of [1, 0, 0, 0] is 0.5: ((1.96 + 0.8416) x 0.5 / 0.25)^2 = 31.4 -> 32 items; the seeds' differences tie: None
+    assert v["items_needed"] == 32 and v["seeds_needed"] is None
+    assert _item_verdicts(plan, runs, "em") == {}  # no per-item value of that key: no verdict

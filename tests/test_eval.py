@@ -1,5 +1,6 @@
 """Tier 1: the held-out protocol's numbers on hand-made completions."""
 
+import math
 from concurrent.futures import Future
 from types import SimpleNamespace
 
@@ -46,3 +47,12 @@ def test_any_format_reward_reads_the_last_number_boxed_or_not():
     assert any_format_reward("7 apples, then 8", "7") == 0.0
     assert any_format_reward("no number here", "7") == 0.0
     assert any_format_reward("it is -3", "-3") == 1.0
+
+
+def test_items_to_resolve_by_hand():
+    from arl.eval.stats import items_to_resolve
+    # mean 0.1, sd 1 (diffs +-1 around 0.1 with n - 1 = 1): n = ((1.96 + 0.8416) / 0.1)^2 = 784.9 -> 785
+    diffs = [0.1 + 1 / math.sqrt(2), 0.1 - 1 / math.sqrt(2)]
+    assert items_to_resolve(diffs) == 785
+    assert items_to_resolve(diffs, power=0.5) == math.ceil((1.959964 / 0.1) ** 2)
+    assert items_to_resolve([0.0, 0.0]) is None and items_to_resolve([1.0]) is None

@@ -78,3 +78,25 @@ def paired_verdict(name_a: str, values_a: Sequence[float], name_b: str, values_b
         text = f"{name_b} {word} than {name_a} by {scale * abs(mean):.1f} ± {scale * (hi - lo) / 2:.1f}{unit} " \
                f"in {metric} ({n} seeds, 95% CI [{scale * lo:+.1f}, {scale * hi:+.1f}])"
     return Verdict(mean, lo, hi, n, text)
+
+
+def items_to_resolve(diffs: Sequence[float], power: float = 0.8) -> int | None:
+    """How many paired units (items, or seeds) a difference with this mean and spread needs before a
+    two-sided 95% interval excludes 0 with probability `power` (normal approximation):
+
+        n = ((z_0.975 + z_power) sd / |mean|)^2
+
+    None when the observed mean is 0 (no difference to resolve) or there is no spread to estimate."""
+    if not 0.5 <= power < 1:
+        raise ValueError(f"power={power}: use a value in [0.5, 1)")
+    n = len(diffs)
+    if n < 2:
+        return None
+    mean = math.fsum(diffs) / n
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
+    if mean == 0 or sd == 0:
+        return None
+    z_power = {0.5: 0.0, 0.8: 0.8416, 0.9: 1.2816}.get(power)
+    if z_power is None:
+        raise ValueError(f"power={power}: use 0.5, 0.8 or 0.9")
+    return math.ceil(((1.959964 + z_power) * sd / abs(mean)) ** 2)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..eval.stats import mean_band, paired_verdict
+from ..eval.stats import bootstrap_ci, items_to_resolve, mean_band, paired_verdict
 from ..track import _io
 from ..track.compare import Arm, Plan
 from ..track.rundir import RunDir
@@ -218,11 +218,56 @@ def compare_results(plan: Plan, runs=None, rows=None, same_update: SameUpdate | 
     train_s = {arm: {s: sum(v for r in rs for k, v in r.items() if k == "time/step" or k.endswith("/time/step"))
                      for s, rs in by_seed.items()} for arm, by_seed in rows.items()}  # a multi-domain run logs DOMAIN/time/step
     cost = {arm: _step_means(by_seed) for arm, by_seed in rows.items()}
+    item_verdicts = _item_verdicts(plan, runs, eval_keys[0].removeprefix("eval/")) if eval_keys else {}
     return {"chapter": plan.chapter, "preset": plan.preset, "base": plan.base, "seeds": plan.seeds,
             "arms": [{"name": a.name, "overrides": a.overrides, "finished_seeds": sorted(runs[a.name])} for a in plan.arms],
             "config_diff": diff_rows, "problems": problems + input_problems, "checks": checks,
             "same_update": _equivalences(plan, runs, same_update), "final": finals, "start": starts, "verdicts": verdicts,
-            "train_seconds": train_s, "step_means": cost, "eval_items": _eval_size(runs)}
+            "item_verdicts": item_verdicts, "train_seconds": train_s, "step_means": cost, "eval_items": _eval_size(runs)}
+
+
+def _item_values(run: RunDir, key: str) -> list[float] | None:
+    """The final evaluation's per-item `key` (an item's own field or its episode metric), None if it has none."""
+    names = sorted(n for n in run.eval_names() if n.startswith("step-"))
+    items = run.read_eval(names[-1]).get("items") if names else None
+    if not items:
+        return None
+    values = [it.get(key, it.get("metrics", {}).get(key)) for it in items]
+    return None if any(v is None for v in values) else [float(v) for v in values]
+
+
+def _item_verdicts(plan: Plan, runs, key: str) -> dict[str, dict]:
+    """Each arm against the reference on the headline `key`, paired by held-out item: item i's difference
+    is B - A averaged over the seeds both finished, and the interval bootstraps the items (each arm plays
+    the same items). Also how many items (at these seeds), and how many seeds (at these items), a
+    difference of the observed size and spread would need to be resolved with 80% power."""
+    ref, out = plan.arms[0].name, {}
+    for arm in plan.arms[1:]:
+        seeds = [s for s in plan.seeds if s in runs[ref] and s in runs[arm.name]]
+        pairs = [(_item_values(runs[ref][s], key), _item_values(runs[arm.name][s], key)) for s in seeds]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None and len(a) == len(b)]
+        if not pairs:
+            continue
+        per_seed = [[y - x for x, y in zip(a, b)] for a, b in pairs]
+        diffs = [sum(col) / len(col) for col in zip(*per_seed)]
+        mean, low, high = bootstrap_ci(diffs, n_boot=4000)
+        out[f"{arm.name} vs {ref}: {key}"] = {
+            "mean": mean, "low": low, "high": high, "n_items": len(diffs), "n_seeds": len(pairs),
+            "items_needed": items_to_resolve(diffs), "seeds_needed": items_to_resolve([sum(d) / len(d) for d in per_seed])}
+    return out
+
+
+def _item_lines(res: dict) -> list[str]:
+    lines = []
+    for name, v in res.get("item_verdicts", {}).items():
+        resolved = "not resolved (the interval holds 0)" if v["low"] <= 0 <= v["high"] else "resolved"
+        need = [f"about {v['items_needed']} items at {v['n_seeds']} seeds" if v["items_needed"] else None,
+                f"about {v['seeds_needed']} seeds at {v['n_items']} items" if v["seeds_needed"] else None]
+        need_text = " or ".join(n for n in need if n)
+        lines.append(f"- {name}: {100 * v['mean']:+.1f} points, 95% CI [{100 * v['low']:+.1f}, {100 * v['high']:+.1f}] "
+                     f"over {v['n_items']} items x {v['n_seeds']} seeds: {resolved}"
+                     + (f"; a difference of this size would need {need_text} (80% power)" if need_text else ""))
+    return lines
 
 
 COST_GROUPS = ("time/", "sampling/", "train/")
@@ -343,6 +388,9 @@ def write_compare_report(plan: Plan, same_update: SameUpdate | None = None) -> P
                                        for a in plan.arms}} for k in cost_keys])
     md += ["", f"## Verdicts (paired by seed against {ref}, bootstrap 95% CI)", ""]
     md += [f"- {v['text']}" for v in res["verdicts"].values()] or ["- not enough finished runs yet"]
+    if res["item_verdicts"]:
+        md += ["", f"## Verdicts paired by held-out item (bootstrap over items, 95% CI; power to resolve)", ""]
+        md += _item_lines(res)
     md += ["", "## Curves (mean and 95% band across seeds)", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs]
     _io.atomic_write_text(folder / "report.md", "\n".join(md) + "\n")
     _io.atomic_write_text(folder / "report.html", _html(plan, md, pngs, table, res))
