@@ -105,3 +105,30 @@ def test_reverse_kl_advantages_by_hand():
     assert reverse_kl_advantages(student, teacher, discount=0.5) == pytest.approx([0.25, -0.5, 0.0])
     with pytest.raises(ValueError, match="score the teacher on exactly"):
         reverse_kl_advantages([-1.0], [-1.0, -2.0])
+
+
+def test_tempo_targets_by_hand():
+    from arl.advantages import tempo_targets
+
+    # branches: won (terminal), boundary with V=0.5, boundary with V=0.25, lost-by-budget terminal (V ignored)
+    returns_N, target, adv_N = tempo_targets([1.0, 0.0, 0.0, 0.0], [0.9, 0.5, 0.25, 0.75], [True, False, False, True])
+    assert returns_N == [1.0, 0.5, 0.25, 0.0]
+    assert target == 0.4375  # (1 + 0.5 + 0.25 + 0) / 4
+    assert adv_N == [0.5625, 0.0625, -0.1875, -0.4375]
+    # all terminal: plain r - mean (the whole-trajectory GRPO control)
+    assert tempo_targets([1.0, 0.0], [0.3, 0.3], [True, True]) == ([1.0, 0.0], 0.5, [0.5, -0.5])
+    # returns that tie: exact zeros, target still their value
+    assert tempo_targets([0.0, 0.0], [0.3, 0.3], [False, False]) == ([0.3, 0.3], 0.3, [0.0, 0.0])
+    with pytest.raises(ValueError, match="one of each per branch"):
+        tempo_targets([1.0], [0.0, 0.0], [True])
+
+
+def test_critic_rewards_by_hand():
+    from arl.advantages import critic_rewards
+
+    # G = 0.5: |0.75 - 0.5| = 0.25, |0.5 - 0.5| = 0, unreadable -> -1, |0 - 0.5| = 0.5
+    assert critic_rewards([0.75, 0.5, None, 0.0], 0.5) == [-0.25, 0.0, -1.0, -0.5]
+    # R_max = 2 halves every readable error
+    assert critic_rewards([1.0, None], 0.0, r_max=2.0) == [-0.5, -1.0]
+    with pytest.raises(ValueError, match="r_max"):
+        critic_rewards([0.5], 0.5, r_max=0.0)
