@@ -156,3 +156,30 @@ def test_belief_credit_never_flips_the_sign_and_lambda_zero_is_grpo():
 def test_belief_credit_rejects_ranges_that_could_flip_the_sign(kw):
     with pytest.raises(ValueError, match="must be in"):
         belief_credit(1.0, [0.5], b0=0.5, **kw)
+
+
+def test_tempo_targets_by_hand():
+    from arl.advantages import tempo_targets
+
+    # branches: won (terminal), boundary with V=0.5, boundary with V=0.25, lost-by-budget terminal (V ignored)
+    returns_N, target, adv_N = tempo_targets([1.0, 0.0, 0.0, 0.0], [0.9, 0.5, 0.25, 0.75], [True, False, False, True])
+    assert returns_N == [1.0, 0.5, 0.25, 0.0]
+    assert target == 0.4375  # (1 + 0.5 + 0.25 + 0) / 4
+    assert adv_N == [0.5625, 0.0625, -0.1875, -0.4375]
+    # all terminal: plain r - mean (the whole-trajectory GRPO control)
+    assert tempo_targets([1.0, 0.0], [0.3, 0.3], [True, True]) == ([1.0, 0.0], 0.5, [0.5, -0.5])
+    # returns that tie: exact zeros, target still their value
+    assert tempo_targets([0.0, 0.0], [0.3, 0.3], [False, False]) == ([0.3, 0.3], 0.3, [0.0, 0.0])
+    with pytest.raises(ValueError, match="one of each per branch"):
+        tempo_targets([1.0], [0.0, 0.0], [True])
+
+
+def test_critic_rewards_by_hand():
+    from arl.advantages import critic_rewards
+
+    # G = 0.5: |0.75 - 0.5| = 0.25, |0.5 - 0.5| = 0, unreadable -> -1, |0 - 0.5| = 0.5
+    assert critic_rewards([0.75, 0.5, None, 0.0], 0.5) == [-0.25, 0.0, -1.0, -0.5]
+    # R_max = 2 halves every readable error
+    assert critic_rewards([1.0, None], 0.0, r_max=2.0) == [-0.5, -1.0]
+    with pytest.raises(ValueError, match="r_max"):
+        critic_rewards([0.5], 0.5, r_max=0.0)

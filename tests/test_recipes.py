@@ -52,9 +52,15 @@ STEP_KEYS = {
     "agent-opsd": {"reward/mean", "rollout/won", "rollout/turns", "opsd/evidence_mean", "opsd/evidence_abs_mean",
                    "opsd/delta_b_abs_mean", "opsd/weight_min", "opsd/weight_max", "opsd/adv_multiplier_min",
                    "opsd/adv_multiplier_max", "opsd/teacher_tokens", "train/tokens", "train/masked_tokens"},
+    "tempo": {"critic/abs_error_mean", "critic/value_corr", "critic/parse_failure_rate", "critic/endpoint_value_mean",
+              "actor/segment_reward_mean", "actor/terminal_won_rate", "actor/macro_boundary_rate",
+              "actor/degenerate_group_rate", "td/store_size", "td/new_endpoints", "td/fresh_states", "td/macro_index_mean",
+              "env/steps", "reward/mean", "rollout/won", "train/datums", "train/tokens", "time/sample",
+              "eval/critic/abs_error", "eval/critic/value_corr"},
 }
-LAST_STEP = {"opd-specialist": 10}
-"""Chapters whose smoke run logs more than 2 steps (five 2-step stages)."""
+LAST_STEP = {"opd-specialist": 10, "tempo": 4}
+"""Chapters whose smoke run logs more than 2 steps (five 2-step stages; TEMPO's warm-up step, then TD steps
+until one starts from a stored state)."""
 EVALS = {
     "opd-specialist": {"base-general-0000", "sft-specialist-0002", "sft-sar-opd-general-0002", "idt-opd-general-0002",
                        "sft-idt-opd-specialist-0002", "stages", "summary"},
@@ -62,7 +68,7 @@ EVALS = {
     "jev": {"step-0000", "step-0002", "calibration", "stages", "summary"},  # base, trained, trained + T per split
 }
 """Evaluations a smoke run writes (default: the step-0 one and the summary)."""
-MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd")
+MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd", "tempo")
 RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "jev"})
 """Chapters that continue a killed run (the other three are seconds long and refuse --resume)."""
 
@@ -175,7 +181,8 @@ def test_multi_turn_rows_and_their_token_page(chapter, smoke_run):
     row = run.read_rollouts(1)[0]
     assert all(len(t["tokens"]) == len(t["source"]) == len(t["logprobs"]) for t in row["turns"])
     page = arl_cli("show", str(run.path))
-    assert page.returncode == 0 and (run.path / "show-step-0002.html").is_file(), page.stderr[-3000:]
+    last = LAST_STEP.get(chapter, 2)  # `arl show` pages the last step
+    assert page.returncode == 0 and (run.path / f"show-step-{last:04d}.html").is_file(), page.stderr[-3000:]
 
 
 def test_grpo_rollout_rows(smoke_run):

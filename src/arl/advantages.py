@@ -187,3 +187,36 @@ def belief_credit(adv: float, evidence_T: Sequence[float], b0: float, gamma: flo
     weight_T = [min(max(1.0 + bound * (c - mean) / (std + eps), 1.0 - bound), 1.0 + bound) for c in credit_T]
     multiplier_T = [(1.0 - lam) + lam * w for w in weight_T]
     return {"adv": [adv * m for m in multiplier_T], "delta_b": delta_T, "weight": weight_T, "multiplier": multiplier_T}
+
+
+def tempo_targets(segment_rewards_N: Sequence[float], endpoint_values_N: Sequence[float], terminal_N: Sequence[bool],
+                  scale: str = "none") -> tuple[list[float], float, list[float]]:
+    """TEMPO's one-macro-step TD signal for the N branches rolled from one start state (the TEMPO blog; the
+    reference lab's 09-tempo `tempo.py`): (returns R_n, TD target G, actor advantages A_n), with
+
+        R_n = r_n + V(e_n)          r_n the segment's reward, V(e_n) the critic's value of the branch's
+                                    endpoint, V = 0 when the branch ended the episode (terminal_n)
+        G   = mean_n R_n            the start state's value target (critic) and the actor's baseline
+        A_n = R_n - G               (scale="std": divided by the sample std of R, as `group_advantages`)
+
+    A group whose returns all tie gets exact zeros (as `batch_advantages`): it carries no signal."""
+    if not len(segment_rewards_N) == len(endpoint_values_N) == len(terminal_N):
+        raise ValueError(f"tempo_targets: {len(segment_rewards_N)} rewards, {len(endpoint_values_N)} endpoint values and "
+                         f"{len(terminal_N)} terminal flags: give one of each per branch")
+    returns_N = [r + (0.0 if done else v) for r, v, done in zip(segment_rewards_N, endpoint_values_N, terminal_N)]
+    _check_group(returns_N)
+    target = math.fsum(returns_N) / len(returns_N)
+    adv_N = [0.0] * len(returns_N) if is_degenerate(returns_N) else group_advantages(returns_N, scale)
+    return returns_N, target, adv_N
+
+
+def critic_rewards(values_K: Sequence[float | None], target: float, r_max: float = 1.0) -> list[float]:
+    """The reward of each of K critic samples at a start state (TEMPO; the reference lab's 09-tempo):
+
+        c_k = -|V_k - G| / R_max        G the start state's TD target, R_max the largest segment return
+        c_k = -1                        when sample k has no readable value (V_k None)
+
+    so every readable value, however wrong, scores at least as well as an unreadable one (|V - G| <= R_max)."""
+    if r_max <= 0:
+        raise ValueError(f"r_max={r_max}: must be > 0 (the largest return a segment can have)")
+    return [-1.0 if v is None else -abs(v - target) / r_max for v in values_K]

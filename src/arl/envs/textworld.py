@@ -81,6 +81,8 @@ class TextWorldEnv:
         self.turns = 0
         self.history: list[str] = []
         """Every command sent through `act`, valid or not: with the game, all there is to an episode."""
+        self.answers: list[str] = []
+        """What `act` answered each command of `history` (TEMPO's critic reads the game's side of an episode)."""
         self.invalid = 0
         self.won = self.lost = False
         self.score = 0
@@ -104,7 +106,8 @@ class TextWorldEnv:
             command: one of the listed commands, copied exactly.
         """
         self.history.append(command)
-        return self._send(command)
+        self.answers.append(self._send(command))
+        return self.answers[-1]
 
     def _send(self, command: str) -> str:
         if normalise(command) not in {normalise(c) for c in self._admissible}:
@@ -172,7 +175,7 @@ class TextWorldEnv:
         twin = type(self).__new__(type(self))
         twin.__dict__.update({k: copy.copy(v) for k, v in self.__dict__.items() if k != "tools"})
         twin.tools, twin._game, twin._admissible = (twin.act,), None, list(self.game.admissible)
-        twin.history = []
+        twin.history, twin.answers = [], []
         for command in self.history:
             twin.act(command)
         twin.invalid = self.invalid  # also counts calls that sent no command (unknown tool, unreadable)

@@ -7,6 +7,8 @@
 - `update`: the update of a step: `Objective`, `minibatches` (datum advantages, the loss), `StepStats`, `same_update`.
 - `config`: the config field groups a chapter's `Config` composes (`defaults`, `objective`).
 - `stages`: a run of several stages scored on several domains (`eval/stages.json`).
+- `games`: generated TextWorld games as an `EnvTask` (TextWorld, TEMPO, AgentOPSD).
+- `tempo`: TEMPO's macro-states, state store, critic prompt and value parsing, critic cold start and check.
 
 It imports the layers below it and never a recipe.
 """

@@ -259,10 +259,14 @@ class _Branch:
 
 
 def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, budgets: Budgets,
-                   temperature: float, seed: int, workers: int = 8) -> list[list[Trajectory]]:
+                   temperature: float, seed: int, workers: int = 8,
+                   prompts: Sequence[Sequence[int]] | None = None) -> list[list[Trajectory]]:
     """Play every group's episodes to the end; returns one trajectory per environment, in order.
 
     All environments of a group must open with the same messages (they are one prompt's branches).
+    `prompts` (one per group) starts each group from a token stream instead of its rendered opening: a
+    game part-played (TEMPO's macro-steps), its environments already holding that history and the stream
+    ending with the next generation header. Each trajectory's `prompt` is then that stream.
     `seed` is the step's `seeds.request_seed(run_seed, step)`; turn t of branch b of group g is sampled
     with seed `seed + branch_request(t, g, b)` (turn 0: one request per group, branch 0), so a rollout
     is reproducible and no two requests of a run share a seed.
@@ -272,7 +276,7 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
         opening = [e.initial_messages() for e in envs]
         if any(o != opening[0] for o in opening):
             raise ValueError(f"group {g}: its environments open with different messages; a group shares one prompt")
-        prompt = chat.prompt(opening[0], envs[0].tools)
+        prompt = chat.prompt(opening[0], envs[0].tools) if prompts is None else list(prompts[g])
         if len(prompt) >= budgets.max_trajectory_tokens:
             raise ValueError(f"max_trajectory_tokens={budgets.max_trajectory_tokens}: group {g}'s prompt alone has "
                              f"{len(prompt)} tokens; raise the budget or shorten the prompt")
