@@ -62,8 +62,12 @@ path03: setup
 
 # The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
 # about 20 minutes on 2 cores; rerun to resume.
+# Path 04: Jev, then the long-horizon comparisons (TEMPO against whole-trajectory GRPO at equal environment steps,
+# AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games; rerun to resume.
 path04: setup
 	$(BIN)/arl compare jev --seeds 3 --out runs/compare/jev
+	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --seeds 3 --out runs/compare/tempo
+	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --seeds 3 --out runs/compare/agent-opsd
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -1,27 +1,20 @@
 """TEMPO: temporal-difference credit for long text games (the TEMPO blog; the reference lab's 09-tempo).
 
-Whole-trajectory GRPO gives every turn of an episode the same advantage, its final reward minus the
-group's. TEMPO trains on macro-steps of H turns instead: from a start state (a game part-played,
-`arl.rl.tempo.MacroState`) N branches play H turns each; a branch the turn budget cut off ends in a new
-state whose value a critic estimates, and
+From a start state (a part-played game, `arl.rl.tempo.MacroState`) N branches play a macro-step of H
+turns; a branch the budget cut off ends in a state whose value V a critic estimates, and
 
     R_n = r_n + V(e_n)  (V = 0 when the branch ended the episode),  G = mean_n R_n,  A_n = R_n - G
 
-(`arl.advantages.tempo_targets`; r_n = 1 if the branch won within the segment: the reward is the win
-alone). Only this segment's policy tokens carry A_n; the start state's tokens are context (mask 0). The
-critic is the policy's own weights asked for `<value>x</value>` in a prompt of its own that shows the
-game's winning commands (privileged); its K answers at the start state are rewarded -|V_k - G| (an
-unreadable one -1) and trained with advantage reward - mean, in the same update as the actor. Endpoints
-the budget cut off go to a FIFO store that later steps start from (topped up with fresh games). The first
-`mc_warmup_steps` steps train the critic alone on fresh games played to the end (target: won 0/1).
-Loss reduction: token mean over the trained tokens (actor and critic alike).
-
-The control: `macro_turns >= max_turns critic_samples=0` is whole-trajectory GRPO on fresh games (the
-TextWorld chapter's update) from the same cold start (the TextWorld one, then a stage that teaches the
-critic's answer format only). `env/steps` counts turns played, so arms compare at equal environment steps.
+(`arl.advantages.tempo_targets`; r_n = 1 if the branch won within the segment). Only the segment's
+policy tokens carry A_n. The critic is the policy's own weights asked for `<value>x</value>` in a prompt
+that shows the game's winning commands (privileged); its K answers at the start state are rewarded
+-|V_k - G| (unreadable: -1), trained in the same update as the actor. Endpoints go to a FIFO store later
+steps start from (topped up with fresh games). The first `mc_warmup_steps` steps train the critic alone
+on whole episodes (target: won 0/1). The control, `algorithm=grpo`, is whole-trajectory GRPO (the
+TextWorld chapter's update) from the same cold start; `env/steps` counts the turns played.
 
     arl run tempo --preset mini eval_split=dev
-    arl run tempo --preset mini macro_turns=12 critic_samples=0 mc_warmup_steps=0    # the control
+    arl run tempo --preset mini algorithm=grpo           # the control
 """
 
 from __future__ import annotations
@@ -46,6 +39,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
     """TEMPO's fields: the macro-step, the critic, the state store and the warm-up; a step starts from
     `batch_prompts` states with `group_size` branches (N) each, and shares GRPO's policy-update fields."""
 
+    algorithm: str = "tempo"
+    """tempo, or grpo: the control, whole-trajectory GRPO from the same cold start (macro_turns = max_turns, no
+    critic answers or endpoint values, no warm-up), the TextWorld chapter's update."""
     macro_turns: int = 4
     """H: turns of one macro-step (max_turns a multiple of it; >= max_turns: whole episodes, the control)."""
     critic_samples: int = 4
@@ -70,6 +66,8 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
 
     def validate(self) -> None:
         super().validate()
+        if self.algorithm not in ("tempo", "grpo"):
+            raise ValueError(f"algorithm={self.algorithm!r}: use tempo, or grpo (the control)")
         if self.macro_turns < 1 or (self.macro_turns < self.max_turns and self.max_turns % self.macro_turns):
             raise ValueError(f"macro_turns={self.macro_turns}: use a divisor of max_turns={self.max_turns} (every "
                              "macro-step then has H turns), or >= max_turns for whole episodes")
@@ -92,8 +90,8 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
 
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=4, batch_prompts=2, group_size=4, max_tokens=48, max_turns=4,
-                  macro_turns=2, critic_samples=2, mc_warmup_steps=1,
-                  sft_steps=60, sft_stages=1, critic_sft_steps=80, n_train=4, n_test=2, n_dev=0, min_rooms=1, max_rooms=1,
+                  macro_turns=2, critic_samples=2, mc_warmup_steps=1, critic_sft_steps=40,
+                  sft_steps=60, sft_stages=1, n_train=4, n_test=2, n_dev=0, min_rooms=1, max_rooms=1,
                   n_objects=3, min_quest_length=2, max_quest_length=3, max_observation_tokens=64,
                   max_trajectory_tokens=1024, critic_eval_games=1, critic_eval_rollouts=2, eval_every=1, save_every=1),
     "mini": {},
@@ -114,6 +112,8 @@ def make_task(cfg: Config) -> EnvTask:
 
 
 def main(cfg: Config, run, resume: bool = False):
+    if cfg.algorithm == "grpo":  # the control: every field that makes TEMPO differ from GRPO turned off
+        cfg = replace(cfg, macro_turns=cfg.max_turns, critic_samples=0, endpoint_samples=0, mc_warmup_steps=0)
     task = make_task(cfg)
     session = open_session(cfg, run, resume, task)
     client, chat, loss, stop = session.client, task.chat(session.tokenizer), objective(cfg), session.stop

@@ -17,8 +17,8 @@ from .config import Group
 from .task import EnvTask
 
 LONG_HORIZON = dict(n_train=300, n_dev=50, n_test=100, min_rooms=2, max_rooms=4, n_objects=6, min_quest_length=3,
-                    max_quest_length=5, invalid_penalty=0.0, max_turns=12, max_tokens=48, max_observation_tokens=64,
-                    max_trajectory_tokens=1536, sft_steps=300, sft_stages=2)
+                    max_quest_length=5, invalid_penalty=0.0, max_turns=12, max_tokens=48, max_observation_tokens=160,
+                    max_trajectory_tokens=1700, sft_steps=300, sft_stages=2)
 """Path 04's long-horizon mini world (TEMPO, AgentOPSD): 2-4 rooms, quests of 3-5 commands, 12 turns an
 episode, reward the win alone (as the reference lab's ALFWorld chapters of path 04); 300 training, 50
 development and 100 held-out games; the same cold start for every arm of a comparison."""
