@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from . import checkpoints
+from . import settings as arl_settings
 from .client import ServiceClient
 from .data import Problem, format_privileged_prompt, format_prompt
 from .models import model_dir
@@ -47,8 +48,11 @@ class ColdStart:
         """Cache key: these settings and the base model's build manifest (a rebuilt model retrains)."""
         base = read_manifest(model_dir(self.model))
         unset = {"init": None, "privileged_fraction": 0.0}  # fields added later: unset, the key is as before
-        settings = {k: v for k, v in asdict(self).items() if not (k in unset and v == unset[k])}
-        return hashlib.sha256(json.dumps([settings, base], sort_keys=True).encode()).hexdigest()[:12]
+        fields = {k: v for k, v in asdict(self).items() if not (k in unset and v == unset[k])}
+        dtype = arl_settings.get().dtype
+        if dtype != "float32":  # float64 weights (smoke rows) are another cold start; float32 keys are as before
+            fields["dtype"] = dtype
+        return hashlib.sha256(json.dumps([fields, base], sort_keys=True).encode()).hexdigest()[:12]
 
 
 def encode_chat(tokenizer, messages: list[dict]) -> list[int]:

@@ -28,6 +28,10 @@ class Settings:
     the cores, so recipes that run environment or reward workers beside the trainer set 1."""
     device: str
     """`cpu`, `cuda` or `auto` (cuda when available)."""
+    dtype: str = "float32"
+    """The models' floating-point type: float32, or float64 (`ARL_DTYPE`), in which a run's numbers no
+    longer depend on the CPU's kernels in any digit a test compares: the pinned smoke rows
+    (tests/smoke.py) are float64 runs."""
 
 
 def _default() -> Settings:
@@ -37,7 +41,14 @@ def _default() -> Settings:
         home=home,
         num_threads=int(threads) if threads else min(2, _available_cores()),
         device=os.environ.get("ARL_DEVICE", "auto"),
+        dtype=_dtype(os.environ.get("ARL_DTYPE", "float32")),
     )
+
+
+def _dtype(value: str) -> str:
+    if value not in ("float32", "float64"):
+        raise ValueError(f"ARL_DTYPE={value!r}: use float32 or float64")
+    return value
 
 
 _settings: Settings | None = None
@@ -65,6 +76,8 @@ def configure(**kwargs) -> Settings:
                 value = Path(value).expanduser()
             if key == "num_threads" and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"configure(num_threads={value!r}): must be an integer >= 1")
+            if key == "dtype":
+                value = _dtype(value)
             if key == "device" and value not in ("cpu", "cuda", "auto"):
                 raise ValueError(f"configure(device={value!r}): use 'cpu', 'cuda' or 'auto'")
             setattr(s, key, value)

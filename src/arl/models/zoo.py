@@ -15,6 +15,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
+from arl import settings
 from arl.models import smollm2, tiny
 
 
@@ -33,7 +34,8 @@ class ModelInfo:
 class LoadedModel:
     name: str
     model: transformers.PreTrainedModel
-    """In eval() mode, float32, on the CPU; callers move it where they train."""
+    """In eval() mode, in the settings' dtype (float32 unless ARL_DTYPE says float64), on the CPU; callers
+    move it where they train."""
     tokenizer: PreTrainedTokenizerFast
     context_length: int
     is_vision: bool = False
@@ -123,7 +125,7 @@ def load_model(name_or_path: str) -> LoadedModel:
     folder = model_dir(name_or_path)
     with _quiet_progress():
         model = AutoModelForCausalLM.from_pretrained(
-            folder, local_files_only=True, dtype=torch.float32
+            folder, local_files_only=True, dtype=getattr(torch, settings.get().dtype)
         ).eval()
     config = model.config.get_text_config()
     return LoadedModel(

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ...types import SampledSequence, SampleResponse, SamplingParams
-from .decoder import Decoder
+from .decoder import Decoder, upcast
 from .engine import ENGINE
 
 MAX_BATCH_ROWS = 256
@@ -185,7 +185,7 @@ class LocalSampler:
                 suffix.select_rows(keep)
                 owner, slot, flat_idx, prompt_len_B = owner[keep], slot[keep], flat_idx[keep], prompt_len_B[keep]
                 next_B, finished_B = next_B[keep], finished_B[keep]
-            logits_BV = self.decoder.decode(next_B, prompt_len_B + step, prefix, suffix, step, owner, slot).float()
+            logits_BV = upcast(self.decoder.decode(next_B, prompt_len_B + step, prefix, suffix, step, owner, slot))
             step += 1
 
         for a in actives:
@@ -204,7 +204,7 @@ class LocalSampler:
     def _score(self, reqs: list[SampleRequest]) -> None:
         """`compute_logprobs`: the logprob of every prompt token given the ones before it (first: None)."""
         for req, (logits_LV, _, _) in zip(reqs, self._prefill_chunks([r.prompt for r in reqs], True)):
-            req.future.set_result([None] + self._prompt_logprobs(logits_LV.float(), req.prompt).tolist())
+            req.future.set_result([None] + self._prompt_logprobs(upcast(logits_LV), req.prompt).tolist())
 
     def _prefill_chunks(self, prompts: list[list[int]], all_logits: bool):
         """Prefill in batches of at most PREFILL_TOKENS padded tokens, fewer when every position's
@@ -232,7 +232,7 @@ class LocalSampler:
         results = []
         for a, (logits, ks, vs) in zip(actives, self._prefill_chunks([a.req.prompt for a in actives], all_logits)):
             req = a.req
-            logits = logits.float()
+            logits = upcast(logits)
             if req.include_prompt_logprobs:
                 a.prompt_logprobs = [None] + self._prompt_logprobs(logits, req.prompt).tolist()
             if req.topk_prompt_logprobs:

@@ -17,6 +17,7 @@ from transformers import DynamicCache
 
 from ... import checkpoints, losses, models, settings
 from ...types import Datum, ForwardBackwardOutput, ImageChunk, TensorData
+from .decoder import upcast
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
@@ -208,7 +209,7 @@ class LocalTrainer:
             ids_BT[b, :n] = torch.tensor(seq)
             targets_BT[b, :n] = targets[b]
             mask_BT[b, :n] = 1
-        logits_BTV = self.model(input_ids=ids_BT.to(self.device), attention_mask=mask_BT.to(self.device)).logits.float()
+        logits_BTV = upcast(self.model(input_ids=ids_BT.to(self.device), attention_mask=mask_BT.to(self.device)).logits)
         logp_BT = logits_BTV.gather(-1, targets_BT[..., None]).squeeze(-1) - torch.logsumexp(logits_BTV, dim=-1)
         return [logp_BT[b, :n] for b, n in enumerate(lengths)]
 
@@ -217,7 +218,7 @@ class LocalTrainer:
         each suffix's gradient flows back into the one prefix computation)."""
         G, L = len(seqs), shared
         prefix = self.model(input_ids=torch.tensor([seqs[0][:L]], device=self.device), use_cache=True)
-        logits_LV = prefix.logits[0].float()
+        logits_LV = upcast(prefix.logits[0])
         logz_L = torch.logsumexp(logits_LV, dim=-1)
         prefix_cache = prefix.cache if self._cache_arg == "cache" else prefix.past_key_values
         cache = DynamicCache(ddp_cache_data=[(layer.keys.expand(G, -1, -1, -1), layer.values.expand(G, -1, -1, -1))
@@ -230,8 +231,8 @@ class LocalTrainer:
             ids_GS[g, :n] = torch.tensor(seq[L:])
             mask_GT[g, :L + n] = 1
         positions_GS = torch.arange(L, L + S).expand(G, S)
-        logits_GSV = self.model(input_ids=ids_GS.to(self.device), attention_mask=mask_GT.to(self.device),
-                                position_ids=positions_GS.to(self.device), **{self._cache_arg: cache}).logits.float()
+        logits_GSV = upcast(self.model(input_ids=ids_GS.to(self.device), attention_mask=mask_GT.to(self.device),
+                                position_ids=positions_GS.to(self.device), **{self._cache_arg: cache}).logits)
         logz_GS = torch.logsumexp(logits_GSV, dim=-1)
         out = []
         for g, n in enumerate(lengths):
