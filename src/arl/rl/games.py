@@ -21,7 +21,8 @@ LONG_HORIZON = dict(n_train=300, n_dev=50, n_test=100, min_rooms=2, max_rooms=4,
                     max_trajectory_tokens=1700, sft_steps=300, sft_stages=2)
 """Path 04's long-horizon mini world (TEMPO, AgentOPSD): 2-4 rooms, quests of 3-5 commands, 12 turns an
 episode, reward the win alone (as the reference lab's ALFWorld chapters of path 04); 300 training, 50
-development and 100 held-out games; the same cold start for every arm of a comparison."""
+development and 100 held-out games; the same cold start for every arm of a comparison. Not yet sized:
+its cold start wins 1 of the 50 development games (docs/chapters/agent-opsd.md), the comparisons need 10-40%."""
 SUMMARY_KEYS = ("won", "steps", "invalid_actions", "score", "turns", "no_tool_rate", "valid_tool_call_rate")
 
 
