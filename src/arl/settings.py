@@ -41,13 +41,13 @@ def _default() -> Settings:
         home=home,
         num_threads=int(threads) if threads else min(2, _available_cores()),
         device=os.environ.get("ARL_DEVICE", "auto"),
-        dtype=_dtype(os.environ.get("ARL_DTYPE", "float32")),
+        dtype=_dtype(os.environ.get("ARL_DTYPE", "float32"), "ARL_DTYPE"),
     )
 
 
-def _dtype(value: str) -> str:
+def _dtype(value: str, name: str) -> str:
     if value not in ("float32", "float64"):
-        raise ValueError(f"ARL_DTYPE={value!r}: use float32 or float64")
+        raise ValueError(f"{name}={value!r}: use float32 or float64")
     return value
 
 
@@ -63,7 +63,7 @@ def get() -> Settings:
 
 
 def configure(**kwargs) -> Settings:
-    """Set process-wide options: `home`, `num_threads`, `device`.
+    """Set process-wide options: `home`, `num_threads`, `device`, `dtype`.
 
     Keys the reference lab's `trio.configure` accepts for its remote service (timeouts, retries,
     queue sizes) mean nothing to the local engine and are accepted and ignored, so its scripts run.
@@ -77,7 +77,7 @@ def configure(**kwargs) -> Settings:
             if key == "num_threads" and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"configure(num_threads={value!r}): must be an integer >= 1")
             if key == "dtype":
-                value = _dtype(value)
+                value = _dtype(value, "configure(dtype)")
             if key == "device" and value not in ("cpu", "cuda", "auto"):
                 raise ValueError(f"configure(device={value!r}): use 'cpu', 'cuda' or 'auto'")
             setattr(s, key, value)

@@ -87,8 +87,9 @@ def items_to_resolve(diffs: Sequence[float], power: float = 0.8) -> int | None:
         n = ((z_0.975 + z_power) sd / |mean|)^2
 
     None when the observed mean is 0 (no difference to resolve) or there is no spread to estimate."""
-    if not 0.5 <= power < 1:
-        raise ValueError(f"power={power}: use a value in [0.5, 1)")
+    z_power = {0.5: 0.0, 0.8: 0.8416, 0.9: 1.2816}.get(power)
+    if z_power is None:
+        raise ValueError(f"power={power}: use 0.5, 0.8 or 0.9")
     n = len(diffs)
     if n < 2:
         return None
@@ -96,7 +97,4 @@ def items_to_resolve(diffs: Sequence[float], power: float = 0.8) -> int | None:
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
     if mean == 0 or sd == 0:
         return None
-    z_power = {0.5: 0.0, 0.8: 0.8416, 0.9: 1.2816}.get(power)
-    if z_power is None:
-        raise ValueError(f"power={power}: use 0.5, 0.8 or 0.9")
     return math.ceil(((1.959964 + z_power) * sd / abs(mean)) ** 2)

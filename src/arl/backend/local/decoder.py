@@ -25,6 +25,7 @@ def upcast(t: torch.Tensor) -> torch.Tensor:
     """Logits in at least float32 (a bf16 or fp16 model's are upcast; a float64 model's stay float64)."""
     return t if t.dtype == torch.float64 else t.float()
 
+
 SUPPORTED_MODEL_TYPES = {"llama", "qwen2", "qwen3", "mistral"}
 
 
