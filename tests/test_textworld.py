@@ -187,3 +187,36 @@ def test_a_split_skips_games_whose_walkthrough_does_not_win():
     with pytest.raises(ValueError, match="does not win"):
         walkthrough_messages(TextWorldEnv(broken))
     assert all(make_game(s, **SIZE).wins for s in range(3))
+
+
+def test_the_cold_start_shows_a_share_of_walkthroughs_with_their_skills():
+    """skill_fraction: that share of the cold start's walkthroughs (drawn per game) open with the game's
+    skill text before the system prompt; the rest, the evaluation and the student's prompts never do."""
+    from types import SimpleNamespace
+
+    from arl.data.textworld_skills import skills_for
+    from arl.rl.games import games_task
+    from arl.rl.self_teacher import PRIVILEGED
+
+    games = [make_game(s, **SIZE) for s in range(6)]
+    seen = {}
+
+    def demonstration_cold_start(key, conversations, stages):
+        seen[key] = conversations
+        return None
+
+    def cfg(fraction):
+        return SimpleNamespace(invalid_penalty=0.1, max_turns=4, sft_steps=10, skill_fraction=fraction, max_observation_tokens=64,
+                               tool_schemas=False, sft_stages=1, budgets=lambda: None, demonstration_cold_start=demonstration_cold_start)
+
+    for fraction in (0.0, 0.5, 1.0):
+        games_task(cfg(fraction), games, games[:1]).cold_start()
+    plain, half, every = seen.values()
+    assert len(seen) == 3 and list(seen)[0].endswith("schemas0")  # a changed share is another cached cold start
+    systems = [[o[0]["content"] for o, _, _ in c] for c in (plain, half, every)]
+    assert systems[0] == [opening(g)[0]["content"] for g in games]
+    assert systems[2] == [PRIVILEGED.format(skills=skills_for(g.walkthrough)) + opening(g)[0]["content"] for g in games]
+    assert all(s in pair for s, pair in zip(systems[1], zip(systems[0], systems[2])))
+    assert 0 < sum(a != b for a, b in zip(systems[0], systems[1])) < len(games)
+    assert [m for _, _, m in half] == [m for _, _, m in plain]  # the same demonstrations, only the prompt differs
+    assert [o[1:] for o, _, _ in half] == [o[1:] for o, _, _ in plain]

@@ -15,7 +15,9 @@ the turn's action tokens. `arl.advantages.belief_credit` turns it into turn adva
     A_t = A ((1 - lambda) + lambda w_t)         every action token of turn t carries A_t
 
 `reshape_lambda=0` is the control: sequence-level GRPO, the same episodes and seeds. Loss: ppo with the
-ratio clipped to [0.8, 1.24]. Evaluation plays the held-out games without skills.
+ratio clipped to [0.8, 1.24]. Evaluation plays the held-out games without skills. A tiny model reads
+text it was trained on: the long-horizon cold start shows `skill_fraction` of its walkthroughs with their
+skill text (`arl.rl.games`; every arm starts from it; the student's prompts never hold skills).
 
     arl run agent-opsd --preset mini [seed=1] [reshape_lambda=0] [credit_bound=1.0]
     arl compare agent-opsd --vary reshape_lambda=0.5,0 --seeds 3
@@ -53,6 +55,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, LossConfig, AgentConfig, Sam
     """The turn weight's range: clip(1 + bound z, 1 - bound, 1 + bound), at most 1 (so no advantage flips sign)."""
     credit_gamma: float = 0.95
     """gamma: how much of the earlier turns' evidence the belief keeps (C_t = gamma C_{t-1} + e_t)."""
+    skill_fraction: float = 0.5
+    """Share of the cold start's walkthroughs shown with their game's skill text before the system prompt, so the
+    teacher (the same weights) has learned to read skills; 0: never shown (the teacher's prefix is unseen text)."""
 
     def validate(self) -> None:
         super().validate()

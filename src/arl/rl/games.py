@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..coldstart import content_digest
+from ..coldstart import content_digest, privileged_mask
 from ..data.textworld_games import Game, make_split
+from ..data.textworld_skills import skills_for
 from ..envs.textworld import COUNTERS, STOP_REASONS, TextWorldEnv, opening, walkthrough_messages
 from .config import Group
+from .self_teacher import privileged_opening
 from .task import EnvTask
 
-LONG_HORIZON = dict(n_train=300, n_dev=50, n_test=100, min_rooms=2, max_rooms=4, n_objects=6, min_quest_length=3,
-                    max_quest_length=5, invalid_penalty=0.0, max_turns=12, max_tokens=48, max_observation_tokens=160,
-                    max_trajectory_tokens=1700, sft_steps=300, sft_stages=2)
+LONG_HORIZON = dict(n_train=2000, n_dev=50, n_test=100, min_rooms=2, max_rooms=3, n_objects=4, min_quest_length=2,
+                    max_quest_length=4, invalid_penalty=0.0, max_turns=8, max_tokens=48, max_observation_tokens=160,
+                    max_trajectory_tokens=1700, sft_steps=300, sft_stages=2, skill_fraction=0.5)
 """Path 04's long-horizon mini world (TEMPO, AgentOPSD): 2-4 rooms, quests of 3-5 commands, 12 turns an
 episode, reward the win alone (as the reference lab's ALFWorld chapters of path 04); 300 training, 50
 development and 100 held-out games; the same cold start for every arm of a comparison. Not yet sized:
@@ -52,6 +54,9 @@ class GamesConfig(Group):
     """Reward subtracted per invalid action (a command outside the admissible list, an unreadable call); a
     turn that quits (no call, or an unreadable one) is charged for itself and every turn left. 0: the
     reward is the win alone."""
+    skill_fraction: float = 0.0
+    """Share of the cold start's walkthroughs shown with their game's skill text (`arl.data.textworld_skills`)
+    before the system prompt, so that the same weights learn to read skills (AgentOPSD's privileged teacher)."""
     sft_stages: int = 2
     """Cold-start stages of sft_steps each: stage k starts from stage k-1's weights (a fresh optimizer, the
     examples in another order) and is cached on its own, so a longer cold start extends a shorter one."""
@@ -69,6 +74,8 @@ class GamesConfig(Group):
             raise ValueError("eval_split=dev needs n_dev >= 1 development games")
         if self.sft_stages < 1:
             raise ValueError(f"sft_stages={self.sft_stages}: must be at least 1 (sft_steps=0 turns the cold start off)")
+        if not 0.0 <= self.skill_fraction <= 1.0:
+            raise ValueError(f"skill_fraction={self.skill_fraction}: must be in [0, 1] (a share of the walkthroughs)")
         if self.invalid_penalty < 0:
             raise ValueError(f"invalid_penalty={self.invalid_penalty}: must be >= 0")
 
@@ -89,17 +96,24 @@ def games_task(cfg, train: list[Game], test: list[Game], env_type=TextWorldEnv, 
     """The games as episodes of `env_type` (a quitting turn is charged for the `max_turns` budget). `cfg` is
     an `AgentConfig` and a `GamesConfig`. The cold start: SFT on every training game's walkthrough as the
     game answers it (the `act` calls and the real observations), in `sft_stages` cached stages; no
-    development or held-out game is shown. The report's table breaks success down by quest lengths 1..`tags`."""
+    development or held-out game is shown. A `skill_fraction` of the walkthroughs (drawn per game,
+    seeded) open with the game's skill text (`skills_for`) before the system prompt (`privileged_opening`),
+    so that the same weights learn to read it (AgentOPSD's teacher). The report's table breaks success down
+    by quest lengths 1..`tags`."""
     def env(game: Game) -> TextWorldEnv:
         return env_type(game, cfg.invalid_penalty, cfg.max_turns)
 
     def cold_start() -> str | None:
         if cfg.sft_steps == 0:
             return None
-        conversations = [(opening(g), e.tools, walkthrough_messages(e)) for g in train for e in [env(g)]]
+        shown = privileged_mask(train, cfg.skill_fraction)
+        conversations = [(privileged_opening(opening(g), skills_for(g.walkthrough)) if s else opening(g), e.tools,
+                          walkthrough_messages(e))
+                         for g, s in zip(train, shown) for e in [env(g)]]
         digest = content_digest([o + m for o, _, m in conversations[::20]])
+        key = f"-skills{sum(shown)}" if any(shown) else ""
         return cfg.demonstration_cold_start(f"textworld-{digest}-{len(conversations)}-obs{cfg.max_observation_tokens}"
-                                            f"-schemas{int(cfg.tool_schemas)}", conversations, cfg.sft_stages)
+                                            f"-schemas{int(cfg.tool_schemas)}{key}", conversations, cfg.sft_stages)
 
     table = ("won", "steps", "invalid_actions", *(f"quest{n}/won" for n in range(1, tags + 1)))
     return EnvTask(train, test, env, cfg.budgets(), cfg.tool_schemas, describe=game_item, tag=lambda g: f"quest{g.quest_length}",

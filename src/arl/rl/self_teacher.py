@@ -22,12 +22,16 @@ from ..rollout.multiturn import POLICY, ChatTokens, Trajectory
 PRIVILEGED = "[Privileged Skill Information]\n{skills}\n\n"
 
 
-def teacher_prompt(chat: ChatTokens, opening: list[dict], tools: Sequence, skills: str) -> list[int]:
-    """The opening's tokens with the skills prepended to its system message (the first message)."""
+def privileged_opening(opening: list[dict], skills: str) -> list[dict]:
+    """The opening's messages with the skills prepended to its system message (the first message)."""
     if not opening or opening[0]["role"] != "system":
-        raise ValueError("teacher_prompt: the opening must start with a system message to prepend the skills to")
-    privileged = [{**opening[0], "content": PRIVILEGED.format(skills=skills) + opening[0]["content"]}, *opening[1:]]
-    return chat.prompt(privileged, tools)
+        raise ValueError("privileged_opening: the opening must start with a system message to prepend the skills to")
+    return [{**opening[0], "content": PRIVILEGED.format(skills=skills) + opening[0]["content"]}, *opening[1:]]
+
+
+def teacher_prompt(chat: ChatTokens, opening: list[dict], tools: Sequence, skills: str) -> list[int]:
+    """The opening's tokens with the skills prepended to its system message (`privileged_opening`)."""
+    return chat.prompt(privileged_opening(opening, skills), tools)
 
 
 def teacher_logprobs(sampler, prompts: Sequence[list[int]], trajectories: Sequence[Trajectory]) -> list[list[float]]:

@@ -220,10 +220,11 @@ def correlation(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def critic_cold_start(cfg, init: str | None, games: Sequence[Game], env_factory: Callable[[Game], object],
                       steps: int) -> str | None:
-    """One more cached cold-start stage after `init`: SFT on critic prompts of the training games' states
-    along their walkthroughs, each answered `<value>x</value>` with x a uniform draw (a fixed seed), mixed
-    with the games' walkthrough demonstrations (the previous stages' examples, so the policy keeps what it
-    learned). It teaches the critic's answer format only, no values (no Monte-Carlo return is shown):
+    """One more cached cold-start stage after `init`: SFT on critic prompts, one per training game at a
+    state drawn along its walkthrough, each answered `<value>x</value>` with x a uniform draw (a fixed
+    seed), mixed one to one with the games' walkthrough demonstrations (so the policy keeps what it
+    learned: with a critic prompt per walkthrough step they were a quarter of the stage, and the policy
+    lost its training games). It teaches the critic's answer format only, no values (no Monte-Carlo return is shown):
     both arms of a comparison start from it. `cfg` is an `AgentConfig`; `steps` = 0: `init` as it is."""
     if steps == 0:
         return init
@@ -233,15 +234,15 @@ def critic_cold_start(cfg, init: str | None, games: Sequence[Game], env_factory:
         for game in games:
             env = env_factory(game)
             conversations.append((opening(game), env.tools, walkthrough_messages(env)))
-            for j in range(len(game.walkthrough)):
-                state = MacroState(game.seed, env.history[:j], [feedback_line(a) for a in env.answers[:j]], [], j, 0, "")
-                value = tokenizer.encode(f"<value>{rng.random():.2f}</value>", add_special_tokens=False)
-                critic.append((chat.prompt(critic_messages(game, state), ()), value + [tokenizer.eos_token_id]))
+            j = rng.randrange(len(game.walkthrough))
+            state = MacroState(game.seed, env.history[:j], [feedback_line(a) for a in env.answers[:j]], [], j, 0, "")
+            value = tokenizer.encode(f"<value>{rng.random():.2f}</value>", add_special_tokens=False)
+            critic.append((chat.prompt(critic_messages(game, state), ()), value + [tokenizer.eos_token_id]))
         return critic + demonstration_examples(tokenizer, cfg.tool_schemas, conversations, cfg.max_observation_tokens)
 
     digest = content_digest([CRITIC_SYSTEM, [(g.seed, g.walkthrough) for g in games[::20]]])
     spec = ColdStart(cfg.model, steps, cfg.sft_batch_size, learning_rate=cfg.sft_learning_rate, init=init,
-                     task=f"tempo-critic-{digest}-{len(games)}-obs{cfg.max_observation_tokens}-schemas{int(cfg.tool_schemas)}")
+                     task=f"tempo-critic1-{digest}-{len(games)}-obs{cfg.max_observation_tokens}-schemas{int(cfg.tool_schemas)}")
     return run_cold_start(spec, games, examples)
 
 
