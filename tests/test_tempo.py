@@ -81,3 +81,21 @@ def test_the_control_arm_is_the_textworld_update(tmp_path):
     assert len(tw) == len(tempo) == 4 and any(r.get("train/datums") for r in shared)
     assert smoke.differences([{k: v for k, v in b.items() if k in a} for a, b in zip(tw, tempo)], shared) == []
     assert {"eval/won", "reward/mean", "train/tokens", "loss/sum"} <= set().union(*shared)
+
+
+def test_an_environment_step_budget_ends_the_run_evaluated(tmp_path):
+    """env_steps: the run stops after the step whose turns reach the budget, evaluated and summarised
+    there (arms compared at equal environment steps share the budget, not the step count)."""
+    import json
+
+    import smoke
+    from arl.track import RunDir
+
+    done = smoke.run_smoke("tempo", tmp_path, "budget", "env_steps=1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = RunDir.open(tmp_path / "tempo" / "budget")
+    rows = run.read_metrics()
+    assert [r["step"] for r in rows] == [0, 1] and rows[1]["env/steps"] >= 1
+    assert "eval/won" in rows[1] and "eval/critic/value_corr" in rows[1]  # evaluated as the final step
+    assert json.loads((run.checkpoints_dir / "latest.json").read_text())["step"] == 1
+    assert (run.path / "eval" / "summary.json").is_file()

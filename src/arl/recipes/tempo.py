@@ -15,6 +15,7 @@ TextWorld chapter's update) from the same cold start; `env/steps` counts the tur
 
     arl run tempo --preset mini eval_split=dev
     arl run tempo --preset mini algorithm=grpo           # the control
+    arl compare tempo --vary algorithm=tempo,grpo --set env_steps=N   # equal environment steps
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
     each evaluation (`eval/critic/...`; needs critic_samples > 0)."""
     critic_eval_rollouts: int = 4
     """Policy continuations per held-out state: its Monte-Carlo return is their win rate."""
+    env_steps: int = 0
+    """Budget in environment steps (turns played, `env/steps`): the run ends, evaluated, after the step that
+    reaches it, before `steps` if sooner; 0: `steps` alone. Arms compared at equal environment steps share it."""
 
     def validate(self) -> None:
         super().validate()
@@ -82,6 +86,8 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
             raise ValueError(f"invalid_penalty={self.invalid_penalty}: TEMPO rewards the win alone (R_max = 1); set 0")
         if self.max_turns >= tempo.CRITIC_TURN:
             raise ValueError(f"max_turns={self.max_turns}: at most {tempo.CRITIC_TURN - 1} (critic requests' seeds)")
+        if self.env_steps < 0:
+            raise ValueError(f"env_steps={self.env_steps}: a budget of turns, >= 0 (0: steps alone)")
         if min(self.endpoint_samples, self.critic_sft_steps, self.critic_eval_games) < 0 or \
                 min(self.critic_max_tokens, self.store_capacity, self.critic_eval_rollouts) < 1:
             raise ValueError("endpoint_samples, critic_sft_steps, critic_eval_games must be >= 0 and critic_max_tokens, "
@@ -168,12 +174,16 @@ def main(cfg: Config, run, resume: bool = False):
         td.store.push(new)
         metrics = {**batch.episode_metrics(groups, COUNTERS, STOP_REASONS), "env/steps": float(td.env_steps),
                    **tempo.step_metrics(starts, won_BN, ends_BN, adv_BN, end_values_EK, values_SK, targets_S, len(fresh), td.store)}
-        if cfg.critic_samples and held and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
+        last = step + 1 == cfg.steps or 0 < cfg.env_steps <= td.env_steps
+        if cfg.critic_samples and held and ((step + 1) % cfg.eval_every == 0 or last):
             metrics.update(tempo.critic_eval(client.save_weights_and_get_sampling_client(), held, games, env_of, chat,
                                              task.budgets, cfg, stop))
-        if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
+        if (step + 1) % cfg.save_every == 0 or last:
             td.save(run.checkpoints_dir, step + 1)
         rows = task.rows([games[s.game] for s in starts], groups, adv_BN)
-        session.end_step(step + 1, {**metrics, **stats.metrics(), **batch.trained_metrics(kept, t_sample, time.perf_counter() - t0)}, rows)
+        session.end_step(step + 1, {**metrics, **stats.metrics(), **batch.trained_metrics(kept, t_sample, time.perf_counter() - t0)}, rows,
+                          last)
+        if last:
+            break
     finish(session, f"TEMPO on TextWorld games, {cfg.model}", asdict(cfg))
     return run

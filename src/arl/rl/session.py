@@ -44,6 +44,8 @@ class Session:
     """The cold start's saved state (the weights step 0 began from), None without a cold start."""
     tokenizer: object
     tracker: Tracker
+    last: int = 0
+    """The last step ended (1-based; 0 before any in this process)."""
     _bar: object = field(default=None, repr=False)
     _shown: Sequence[str] = ()
 
@@ -67,16 +69,18 @@ class Session:
         """A frozen sampler over the start weights: the reference of a KL penalty."""
         return self.service.create_sampling_client(base_model=self.cfg.model, model_path=self.start_path)
 
-    def end_step(self, step: int, metrics: dict, rows: list[dict]) -> None:
+    def end_step(self, step: int, metrics: dict, rows: list[dict], last: bool = False) -> None:
         """After step `step` (1-based): held-out evaluation when due, metrics and rollout rows logged,
-        checkpoint when due, the progress bar advanced."""
+        checkpoint when due, the progress bar advanced. `last`: the loop stops after this step before
+        `steps` (a budget reached), so it is evaluated and saved as the final one."""
         cfg, run = self.cfg, self.run
-        if step % cfg.eval_every == 0 or step == cfg.steps:
+        last, self.last = last or step == cfg.steps, step
+        if step % cfg.eval_every == 0 or last:
             metrics.update(self.held_out(step, self.client.save_weights_and_get_sampling_client()))
         run.log_metrics(step, metrics)
         run.log_rollouts(step, rows)
         self.tracker.log(step, metrics)
-        if step % cfg.save_every == 0 or step == cfg.steps:
+        if step % cfg.save_every == 0 or last:
             path = self.client.save_state(f"step-{step:04d}").result().path
             checkpoints.write_json(run.checkpoints_dir / "latest.json", {"step": step, "path": path})
         if self._bar is not None:
@@ -128,5 +132,5 @@ def finish(session: Session, title: str, config: dict) -> None:
                                                                   "after": round(peak_mb)}],
         eval_table=[{"step": int(n.split("-")[1]), **{k: e.get(k) for k in task.table_keys}}
                     for n, e in sorted(evals.items())],
-        rollouts_sample=task.report_rows(run.read_rollouts(session.cfg.steps)[:6]),
+        rollouts_sample=task.report_rows(run.read_rollouts(session.last or session.cfg.steps)[:6]),
     )
