@@ -66,8 +66,8 @@ path03: setup
 # AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games; rerun to resume.
 path04: setup
 	$(BIN)/arl compare jev --seeds 3 --out runs/compare/jev
-	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --seeds 3 --out runs/compare/tempo
-	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --seeds 3 --out runs/compare/agent-opsd
+	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 2 --out runs/compare/tempo
+	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 --jobs 2 --out runs/compare/agent-opsd
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -220,3 +220,21 @@ def test_the_cold_start_shows_a_share_of_walkthroughs_with_their_skills():
     assert 0 < sum(a != b for a, b in zip(systems[0], systems[1])) < len(games)
     assert [m for _, _, m in half] == [m for _, _, m in plain]  # the same demonstrations, only the prompt differs
     assert [o[1:] for o, _, _ in half] == [o[1:] for o, _, _ in plain]
+
+
+def test_a_game_shorter_than_its_size_asked_is_read_from_the_cache(monkeypatch):
+    """Game 127 of the long-horizon size asks for a 3-command quest and TextWorld makes a 2-command one.
+    Its manifest once recorded the 2 under the stamp's key, so the cache never matched and every run
+    rebuilt the game (and two runs at once collided renaming it into place)."""
+    from arl.data import textworld_games
+    from arl.data.textworld_games import game_size
+
+    size = dict(min_rooms=2, max_rooms=3, n_objects=4, min_quest_length=2, max_quest_length=4)
+    game = make_game(127, **size)
+    assert game.quest_length == len(game.walkthrough) == 2 < game_size(127, 3, 4, 2, 2)[1] == 3
+
+    def rebuild(*args):
+        raise AssertionError("a cached game was generated again")
+
+    monkeypatch.setattr(textworld_games, "_generate", rebuild)
+    assert make_game(127, **size) == game

@@ -45,6 +45,7 @@ class Game:
     """The compiled game (.z8)."""
     rooms: int
     quest_length: int
+    """Commands of its walkthrough (a few games' are fewer than the quest length their size asked for)."""
     objective: str
     """The game's own statement of the quest."""
     walkthrough: tuple[str, ...]
@@ -88,7 +89,7 @@ def make_game(seed: int, max_rooms: int = 2, n_objects: int = 4, max_quest_lengt
     folder = settings.get().home / "textworld" / f"r{rooms}-o{n_objects}-q{quest_length}-seed{seed}"
     ensure_built(folder, stamp, lambda tmp: _generate(textworld, tmp, seed, rooms, n_objects, quest_length))
     m = read_manifest(folder)
-    return Game(seed, str(folder / "game.z8"), rooms, m["quest_length"], m["objective"], tuple(m["walkthrough"]),
+    return Game(seed, str(folder / "game.z8"), rooms, len(m["walkthrough"]), m["objective"], tuple(m["walkthrough"]),
                 m["room"], tuple(m["admissible"]), m["wins"])
 
 
@@ -140,5 +141,6 @@ def _generate(textworld, tmp: Path, seed: int, rooms: int, n_objects: int, quest
         wins = bool(state.won)
     finally:
         env.close()
-    return {"objective": game.objective, "walkthrough": walkthrough, "quest_length": len(walkthrough),
-            "room": room, "admissible": admissible, "wins": wins}
+    # the walkthrough can be shorter than the quest length asked for: the manifest keeps the stamp's
+    # (asked) length, so the cache still finds the game, and `Game.quest_length` counts the walkthrough
+    return {"objective": game.objective, "walkthrough": walkthrough, "room": room, "admissible": admissible, "wins": wins}
