@@ -174,6 +174,21 @@ def test_same_seed_same_samples_and_distinct_within_group(tc):
     assert [s.tokens for s in a.sequences] != [s.tokens for s in c.sequences]
 
 
+def test_run_seeds_sample_differently(tc):
+    """The run seed and the step sit above bit 32 of a request seed (`request_seed`); torch's CPU generator
+    keeps only the low 32 bits, so without `generator_seed` three seeds of a run sampled the same tokens."""
+    from arl.backend.local.sampler import generator_seed
+    from arl.rollout.seeds import request_seed
+
+    sampler = tc.save_weights_and_get_sampling_client()
+    p = arl.ModelInput.from_ints(prompt_tokens(tc.get_tokenizer()))
+    runs = [sampler.sample(p, 4, arl.SamplingParams(max_tokens=16, seed=request_seed(run, 3, 5))).result()
+            for run in (0, 1, 2)]
+    assert len({tuple(tuple(s.tokens) for s in r.sequences) for r in runs}) == 3
+    assert len({generator_seed(request_seed(0, step)) for step in range(0, 200, 32)}) == 7  # steps 32 apart too
+    assert all(0 <= generator_seed(s) < 2 ** 32 for s in (0, -1, 2 ** 63, 2 ** 70 + 3))
+
+
 def test_concurrent_requests_batch_without_changing_results(tc):
     sampler = tc.save_weights_and_get_sampling_client()
     tok = tc.get_tokenizer()

@@ -1,9 +1,9 @@
 """Batched sampling: every pending request decoded together, one prefill per prompt whose keys and
 values all its samples share (decoder.py), finished rows dropped from the batch as they accumulate.
 
-Reproducibility: each request draws its random numbers from its own `torch.Generator(seed)`, one
-uniform per sample per step, whatever else is in the batch, so the same seed gives the same tokens
-whether a request decodes alone or beside others.
+Reproducibility: each request draws its random numbers from its own `torch.Generator`, seeded from
+the request's seed by `generator_seed`, one uniform per sample per step, whatever else is in the batch,
+so the same seed gives the same tokens whether a request decodes alone or beside others.
 
 Reported `logprobs` are those of the distribution the token was drawn from before top-k / top-p
 truncation: log_softmax(logits / temperature) (temperature 1 for greedy), so at temperature 1 they are
@@ -25,6 +25,7 @@ from ...types import SampledSequence, SampleResponse, SamplingParams
 from .decoder import Decoder, upcast
 from .engine import ENGINE
 
+MASK64 = (1 << 64) - 1
 MAX_BATCH_ROWS = 256
 BATCH_WINDOW_S = 0.002
 PREFILL_TOKENS = 8192
@@ -137,13 +138,13 @@ class LocalSampler:
             return
         actives: list[_Active] = []
         for req in batch:
-            seed = req.params.seed if req.params.seed is not None else random.getrandbits(63)
+            seed = req.params.seed if req.params.seed is not None else random.getrandbits(64)
             room = self.context_length - len(req.prompt)
             max_new = min(req.params.max_tokens or room, room)
             stop_ids, stop_strings = self._stops(req.params)
             n = req.num_samples
             actives.append(_Active(
-                req=req, generator=torch.Generator().manual_seed(seed), max_new=max_new,
+                req=req, generator=torch.Generator().manual_seed(generator_seed(seed)), max_new=max_new,
                 stop_ids=stop_ids, stop_strings=stop_strings,
                 tokens=[[] for _ in range(n)], logprobs=[[] for _ in range(n)], stop_reason=[None] * n,
             ))
@@ -263,6 +264,18 @@ class LocalSampler:
         longest = max(len(s) for s in stops)
         tail = self.tokenizer.decode(tokens[-(longest + 2):])
         return any(s in tail for s in stops)
+
+
+def generator_seed(seed: int) -> int:
+    """A request seed (any int, 64 bits used) as the 32 bits torch's CPU generator keeps: Mersenne
+    Twister seeds from the low 32 bits only, so seeds that differ above them (the run seed and the
+    step of `arl.rollout.seeds.request_seed` live there) would draw the same numbers. splitmix64's
+    finaliser mixes every bit into the kept ones."""
+    z = (seed + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    z ^= z >> 31
+    return (z >> 32) ^ (z & 0xFFFFFFFF)
 
 
 def sample_from_logits(logits_BV: torch.Tensor, u_B: torch.Tensor, temperature: float, top_k: int, top_p: float):
