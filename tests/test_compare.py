@@ -125,7 +125,7 @@ def test_verdicts_paired_by_item_average_seeds_then_bootstrap_items():
     from arl.track.compare import Arm
 
     def run(won):  # a finished run whose final evaluation has one episode per held-out game
-        items = [{"metrics": {"won": float(w)}} for w in won]
+        items = [{"metrics": {"won": 1.0} if w else {}} for w in won]  # as TextWorld: an unfinished episode has no `won`
         return SimpleNamespace(eval_names=lambda: ["step-0000", "step-0004", "summary"],
                                read_eval=lambda name: {"items": items} if name == "step-0004" else {})
     plan = SimpleNamespace(arms=[Arm("ref", {}), Arm("b", {})], seeds=[0, 1])

@@ -227,12 +227,14 @@ def compare_results(plan: Plan, runs=None, rows=None, same_update: SameUpdate | 
 
 
 def _item_values(run: RunDir, key: str) -> list[float] | None:
-    """The final evaluation's per-item `key` (an item's own field or its episode metric), None if it has none."""
+    """The final evaluation's per-item `key` (an item's own field or its episode metric), None if it has none.
+    An episode that did not report a counted metric counts 0, as the summary (`summarize`) counts it: a
+    TextWorld episode reports `won` only when it ends by winning or losing."""
     names = sorted(n for n in run.eval_names() if n.startswith("step-"))
     items = run.read_eval(names[-1]).get("items") if names else None
-    if not items:
+    if not items or not any(key in it or key in it.get("metrics", {}) for it in items):
         return None
-    values = [it.get(key, it.get("metrics", {}).get(key)) for it in items]
+    values = [it.get(key, it["metrics"].get(key, 0.0) if "metrics" in it else None) for it in items]
     return None if any(v is None for v in values) else [float(v) for v in values]
 
 
