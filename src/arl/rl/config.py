@@ -56,7 +56,8 @@ class Group:
 @dataclass
 class RunConfig(Group):
     seed: int = 0
-    """Seed of the model, the sampling and the prompt order (the data split is fixed)."""
+    """Seed of the sampling (and of a LoRA's initial weights); the prompt order and the data split are the same
+    for every seed, so two seeds differ only in what they sample."""
     threads: int = 0
     """torch threads (0 = the default, min(2, cores))."""
 
