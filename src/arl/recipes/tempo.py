@@ -13,9 +13,7 @@ steps start from (topped up with fresh games). The first `mc_warmup_steps` steps
 on whole episodes (target: won 0/1). The control, `algorithm=grpo`, is whole-trajectory GRPO (the
 TextWorld chapter's update) from the same cold start; `env/steps` counts the turns played.
 
-    arl run tempo --preset mini eval_split=dev
-    arl run tempo --preset mini algorithm=grpo           # the control
-    arl compare tempo --vary algorithm=tempo,grpo --set env_steps=N   # equal environment steps
+    arl run tempo --preset mini [algorithm=grpo]         # TEMPO, or its control
 """
 
 from __future__ import annotations
@@ -54,19 +52,15 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
     store_capacity: int = 256
     """States the FIFO store holds (the oldest leave first)."""
     mc_warmup_steps: int = 2
-    """Monte-Carlo warm-up: the first N steps play fresh games to the end and train the critic alone, at
-    every H-th state, on the episode's win (0/1)."""
+    """Monte-Carlo warm-up: the first N steps play games to the end, training the critic alone on their win (0/1)."""
     critic_sft_steps: int = 100
-    """Cold-start stage after the TextWorld one: SFT on critic prompts answered with random values (the
-    format only); cached; 0 = none."""
+    """Cold-start stage after the TextWorld one: SFT on the critic's answer format (random values); 0 = none."""
     critic_eval_games: int = 8
-    """Held-out games whose opening and half-way states check the critic against Monte-Carlo returns at
-    each evaluation (`eval/critic/...`; needs critic_samples > 0)."""
+    """Held-out games whose opening and half-way states check the critic against Monte-Carlo returns (`eval/critic/`)."""
     critic_eval_rollouts: int = 4
     """Policy continuations per held-out state: its Monte-Carlo return is their win rate."""
     env_steps: int = 0
-    """Budget in environment steps (turns played, `env/steps`): the run ends, evaluated, after the step that
-    reaches it, before `steps` if sooner; 0: `steps` alone. Arms compared at equal environment steps share it."""
+    """Budget of environment steps (turns played): the run ends, evaluated, at the step reaching it; 0: steps alone."""
 
     def validate(self) -> None:
         super().validate()
@@ -86,11 +80,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
             raise ValueError(f"invalid_penalty={self.invalid_penalty}: TEMPO rewards the win alone (R_max = 1); set 0")
         if self.max_turns >= tempo.CRITIC_TURN:
             raise ValueError(f"max_turns={self.max_turns}: at most {tempo.CRITIC_TURN - 1} (critic requests' seeds)")
-        if self.env_steps < 0:
-            raise ValueError(f"env_steps={self.env_steps}: a budget of turns, >= 0 (0: steps alone)")
-        if min(self.endpoint_samples, self.critic_sft_steps, self.critic_eval_games) < 0 or \
+        if min(self.endpoint_samples, self.critic_sft_steps, self.critic_eval_games, self.env_steps) < 0 or \
                 min(self.critic_max_tokens, self.store_capacity, self.critic_eval_rollouts) < 1:
-            raise ValueError("endpoint_samples, critic_sft_steps, critic_eval_games must be >= 0 and critic_max_tokens, "
+            raise ValueError("endpoint_samples, critic_sft_steps, critic_eval_games, env_steps must be >= 0 and critic_max_tokens, "
                              "store_capacity, critic_eval_rollouts >= 1")
 
 
@@ -181,8 +173,7 @@ def main(cfg: Config, run, resume: bool = False):
         if (step + 1) % cfg.save_every == 0 or last:
             td.save(run.checkpoints_dir, step + 1)
         rows = task.rows([games[s.game] for s in starts], groups, adv_BN)
-        session.end_step(step + 1, {**metrics, **stats.metrics(), **batch.trained_metrics(kept, t_sample, time.perf_counter() - t0)}, rows,
-                          last)
+        session.end_step(step + 1, {**metrics, **stats.metrics(), **batch.trained_metrics(kept, t_sample, time.perf_counter() - t0)}, rows, last)
         if last:
             break
     finish(session, f"TEMPO on TextWorld games, {cfg.model}", asdict(cfg))
