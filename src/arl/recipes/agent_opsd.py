@@ -55,9 +55,6 @@ class Config(RunConfig, SessionConfig, OptimConfig, LossConfig, AgentConfig, Sam
     """The turn weight's range: clip(1 + bound z, 1 - bound, 1 + bound), at most 1 (so no advantage flips sign)."""
     credit_gamma: float = 0.95
     """gamma: how much of the earlier turns' evidence the belief keeps (C_t = gamma C_{t-1} + e_t)."""
-    skill_fraction: float = 0.5
-    """Share of the cold start's walkthroughs shown with their game's skill text before the system prompt, so the
-    teacher (the same weights) has learned to read skills; 0: never shown (the teacher's prefix is unseen text)."""
 
     def validate(self) -> None:
         super().validate()

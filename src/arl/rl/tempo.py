@@ -224,8 +224,8 @@ def critic_cold_start(cfg, init: str | None, games: Sequence[Game], env_factory:
     state drawn along its walkthrough, each answered `<value>x</value>` with x a uniform draw (a fixed
     seed), mixed one to one with the games' walkthrough demonstrations (so the policy keeps what it
     learned: with a critic prompt per walkthrough step they were a quarter of the stage, and the policy
-    lost its training games). It teaches the critic's answer format only, no values (no Monte-Carlo return is shown):
-    both arms of a comparison start from it. `cfg` is an `AgentConfig`; `steps` = 0: `init` as it is."""
+    lost its training games). It teaches the critic's answer format only, no values (no Monte-Carlo
+    return is shown): both arms of a comparison start from it. `cfg` is an `AgentConfig`; `steps` = 0: `init` as it is."""
     if steps == 0:
         return init
 
