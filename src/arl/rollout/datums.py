@@ -5,16 +5,21 @@ Position i of `model_input` predicts token i+1. For prompt P and completion C:
 and weight 0, so they never receive gradient. A multi-turn trajectory is the same shape with C the
 whole stream after the prompt and a mask over it: observation and template tokens inside C carry
 advantage 0, logprob 0 and weight 0 too (`trajectory_datum`, `sft_datum` with per-token weights).
+A prompt is token ids or a `ModelInput` holding images; an image's positions are prompt positions,
+so they carry weight 0 like the rest of the prompt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..models.images import extend
 from ..types import Datum, ModelInput
 
+Prompt = Sequence[int] | ModelInput
 
-def rl_datum(prompt: Sequence[int], completion: Sequence[int], sampler_logprobs: Sequence[float],
+
+def rl_datum(prompt: Prompt, completion: Sequence[int], sampler_logprobs: Sequence[float],
              advantage: float | Sequence[float]) -> Datum:
     """A policy-loss datum; `advantage` is one number for the whole completion or one per token."""
     if len(completion) == 0:
@@ -26,13 +31,13 @@ def rl_datum(prompt: Sequence[int], completion: Sequence[int], sampler_logprobs:
         raise ValueError(f"rl_datum: {len(adv_T)} advantages for {len(completion)} completion tokens")
     n = len(prompt) - 1
     return Datum(
-        model_input=ModelInput.from_ints(list(prompt) + list(completion[:-1])),
+        model_input=extend(prompt, completion[:-1]),
         loss_fn_inputs={"target_tokens": [0] * n + list(completion), "logprobs": [0.0] * n + list(sampler_logprobs),
                         "advantages": [0.0] * n + adv_T},
     )
 
 
-def trajectory_datum(prompt: Sequence[int], tokens: Sequence[int], mask: Sequence[int], sampler_logprobs: Sequence[float],
+def trajectory_datum(prompt: Prompt, tokens: Sequence[int], mask: Sequence[int], sampler_logprobs: Sequence[float],
                      advantage: float | Sequence[float]) -> Datum:
     """A policy-loss datum of a (multi-turn) trajectory: `tokens` is everything after the prompt and
     `mask[t]` is 1 where the policy sampled token t. Token t's target position gets advantage
@@ -47,7 +52,7 @@ def trajectory_datum(prompt: Sequence[int], tokens: Sequence[int], mask: Sequenc
                     [a if m else 0.0 for a, m in zip(adv_T, mask)])
 
 
-def sft_datum(prompt: Sequence[int], completion: Sequence[int], weight: float | Sequence[float] = 1.0) -> Datum:
+def sft_datum(prompt: Prompt, completion: Sequence[int], weight: float | Sequence[float] = 1.0) -> Datum:
     """A `cross_entropy` datum that trains on the completion only, each token with `weight` (the
     built-in loss is a sum, so 1 / tokens-in-batch makes it a token mean), or one weight per token
     (0 at the observation and template tokens of a multi-turn demonstration)."""
@@ -56,7 +61,7 @@ def sft_datum(prompt: Sequence[int], completion: Sequence[int], weight: float | 
         raise ValueError(f"sft_datum: {len(w_T)} weights for {len(completion)} completion tokens")
     n = len(prompt) - 1
     return Datum(
-        model_input=ModelInput.from_ints(list(prompt) + list(completion[:-1])),
+        model_input=extend(prompt, completion[:-1]),
         loss_fn_inputs={"target_tokens": [0] * n + list(completion), "weights": [0.0] * n + w_T},
     )
 

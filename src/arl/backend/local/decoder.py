@@ -1,4 +1,5 @@
-"""Incremental decoding for Llama-family models (Llama, Qwen2, Qwen3, SmolLM2) with shared-prefix attention.
+"""Incremental decoding for Llama-family models (Llama, Qwen2, Qwen3, SmolLM2, and Qwen2-VL's language
+model) with shared-prefix attention.
 
 `transformers`' `generate` spends most of a tiny model's time on per-step bookkeeping, copies the
 prompt for every sample, and re-reads those copies at every step. A sampler's weights are frozen, so
@@ -26,7 +27,7 @@ def upcast(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype == torch.float64 else t.float()
 
 
-SUPPORTED_MODEL_TYPES = {"llama", "qwen2", "qwen3", "mistral"}
+SUPPORTED_MODEL_TYPES = {"llama", "qwen2", "qwen3", "mistral", "qwen2_vl_text"}
 
 
 @dataclass
@@ -94,12 +95,14 @@ class Decoder:
 
     @torch.no_grad()
     def __init__(self, model):
-        cfg = model.config
+        cfg = model.config.get_text_config()
         if cfg.model_type not in SUPPORTED_MODEL_TYPES:
             raise NotImplementedError(f"fast decoding supports {sorted(SUPPORTED_MODEL_TYPES)}, not {cfg.model_type}")
         if cfg.hidden_act != "silu":
             raise NotImplementedError(f"fast decoding expects a SiLU MLP, not {cfg.hidden_act}")
-        body = model.model
+        self.vlm = model.model if hasattr(model.model, "language_model") else None
+        """The multimodal body (vision tower, RoPE index) of a vision-language model; None for text models."""
+        body = self.vlm.language_model if self.vlm is not None else model.model
         attn0 = body.layers[0].self_attn
         self.head_dim = attn0.head_dim
         self.n_heads = cfg.num_attention_heads
@@ -128,6 +131,10 @@ class Decoder:
         half = self.head_dim // 2
         self.cos_PD = cos[0]
         self.sin_PD = torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)
+        if self.vlm is not None:  # which of the three coordinates rotates each dimension
+            sections = cfg.rope_parameters["mrope_section"]
+            axis_F = torch.cat([torch.full((n,), i % 3) for i, n in enumerate(sections)])
+            self.axis_D = torch.cat([axis_F, axis_F]).to(self.device)
 
     # -- pieces shared by prefill and decode ---------------------------------------------------
     def _rope(self, x_BHTD, cos_B1TD, sin_B1TD):
@@ -166,19 +173,50 @@ class Decoder:
     def _rope_tables(self, positions):
         return self.cos_PD[positions][:, None], self.sin_PD[positions][:, None]
 
+    def _mrope_tables(self, positions_R3T):
+        """Multimodal RoPE: dimension d of position t rotates by coordinate `axis_D[d]` of its triple."""
+        R, _, T = positions_R3T.shape
+        index = self.axis_D.view(1, 1, 1, -1).expand(R, 1, T, -1)
+        cos = self.cos_PD[positions_R3T].gather(1, index)
+        sin = self.sin_PD[positions_R3T].gather(1, index)
+        return cos, sin
+
+    @torch.inference_mode()
+    def vision_prompt(self, ids: list[int], types: list[int], pixel_values, grid_thw):
+        """(embeddings [L, C], positions [3, L], delta) of a prompt holding images: the vision tower's
+        features at the image positions (`types` 1), Qwen2-VL's RoPE index, and the shift of the
+        positions after the prompt (generated token s sits at position len(ids) + delta + s)."""
+        ids_1L = torch.tensor([ids], device=self.device)
+        x_LC = F.embedding(ids_1L[0], self.embed)
+        features = self.vlm.get_image_features(pixel_values.to(self.device), grid_thw.to(self.device), return_dict=True)
+        is_image_L = torch.tensor(types, device=self.device) == 1
+        x_LC[is_image_L] = torch.cat(features.pooler_output).to(x_LC.dtype)
+        positions_31L, delta = self.vlm.get_rope_index(ids_1L, mm_token_type_ids=torch.tensor([types], device=self.device),
+                                                       image_grid_thw=grid_thw.to(self.device))
+        return x_LC, positions_31L[:, 0], int(delta)
+
     # -- prefill -------------------------------------------------------------------------------
     @torch.inference_mode()
-    def prefill(self, prompts: list[list[int]], all_logits: bool):
+    def prefill(self, prompts: list[list[int]], all_logits: bool, vision: list | None = None):
         """Run prompts as one right-padded batch (causal attention never looks at the padding after a
         prompt). Per prompt: (logits [L, V] if `all_logits` else [1, V] for the next token, keys,
-        values), keys/values [H_kv, L, D] per layer."""
+        values), keys/values [H_kv, L, D] per layer. `vision[r]`, when given and not None, is prompt
+        r's (embeddings, positions) from `vision_prompt`."""
         lengths = [len(p) for p in prompts]
         R, T = len(prompts), max(lengths)
         ids_RT = torch.zeros(R, T, dtype=torch.long)
         for r, p in enumerate(prompts):
             ids_RT[r, : len(p)] = torch.tensor(p)
         x = F.embedding(ids_RT.to(self.device), self.embed)
-        cos, sin = self._rope_tables(torch.arange(T, device=self.device)[None])
+        if vision is not None and any(v is not None for v in vision):
+            positions_R3T = torch.arange(T, device=self.device).expand(R, 3, T).clone()
+            for r, v in enumerate(vision):
+                if v is not None:
+                    x[r, : lengths[r]] = v[0]
+                    positions_R3T[r, :, : lengths[r]] = v[1]
+            cos, sin = self._mrope_tables(positions_R3T)
+        else:
+            cos, sin = self._rope_tables(torch.arange(T, device=self.device)[None])
         ks, vs = [], []
         for L in self.layers:
             q, k, v = self._qkv(L, x, cos, sin)

@@ -5,6 +5,11 @@ Reproducibility: each request draws its random numbers from its own `torch.Gener
 the request's seed by `generator_seed`, one uniform per sample per step, whatever else is in the batch,
 so the same seed gives the same tokens whether a request decodes alone or beside others.
 
+A prompt with images arrives with its ids expanded (each image as its `<|image_pad|>` positions), its
+token types and its image chunks; its prefill runs from embeddings (decoder.py, `vision_prompt`), once
+per request however many samples share it. Prompt logprobs at image positions are None: an image
+position is not a token the model predicts.
+
 Reported `logprobs` are those of the distribution the token was drawn from before top-k / top-p
 truncation: log_softmax(logits / temperature) (temperature 1 for greedy), so at temperature 1 they are
 the trainer's logprobs of the same tokens.
@@ -39,7 +44,15 @@ class SampleRequest:
     include_prompt_logprobs: bool
     topk_prompt_logprobs: int
     return_text: bool
+    types: list[int] | None = None
+    """Per prompt position: 0 text, 1 image (None: all text)."""
+    images: list = field(default_factory=list)
+    """The prompt's `ImageChunk`s, in order."""
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+    def logprob_or_none(self, position: int, value: float) -> float | None:
+        """A prompt logprob as reported: None where the target position is an image position."""
+        return None if self.types is not None and self.types[position] == 1 else value
 
 
 @dataclass
@@ -56,13 +69,17 @@ class _Active:
     stop_reason: list[str | None]
     prompt_logprobs: list | None = None
     topk: list | None = None
+    delta: int = 0
+    """Shift of the positions after the prompt (multimodal RoPE; 0 for text)."""
 
 
 class LocalSampler:
     """Serves `sample` / `compute_logprobs` for one frozen model; batches run on the engine thread."""
 
-    def __init__(self, model, tokenizer, context_length: int, usage: dict):
+    def __init__(self, model, tokenizer, context_length: int, usage: dict, images=None):
         self.tokenizer = tokenizer
+        self.images = images
+        """The model's `arl.models.images.ImageEncoder` (None for a text-only model)."""
         self.context_length = context_length
         self.decoder = Decoder(model)
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
@@ -160,7 +177,7 @@ class LocalSampler:
         owner = torch.tensor([i for i, a in enumerate(actives) for _ in range(a.req.num_samples)])
         slot = torch.tensor([j for a in actives for j in range(a.req.num_samples)])
         flat_idx = torch.arange(n_rows)
-        prompt_len_B = torch.tensor([len(a.req.prompt) for a in actives for _ in range(a.req.num_samples)])
+        prompt_len_B = torch.tensor([len(a.req.prompt) + a.delta for a in actives for _ in range(a.req.num_samples)])
         finished_B = torch.zeros(n_rows, dtype=torch.bool)
         logits_BV = torch.cat([logits_1V.expand(a.req.num_samples, -1) for a, (logits_1V, _, _) in zip(actives, prefilled)])
         step = 0
@@ -204,21 +221,35 @@ class LocalSampler:
 
     def _score(self, reqs: list[SampleRequest]) -> None:
         """`compute_logprobs`: the logprob of every prompt token given the ones before it (first: None)."""
-        for req, (logits_LV, _, _) in zip(reqs, self._prefill_chunks([r.prompt for r in reqs], True)):
-            req.future.set_result([None] + self._prompt_logprobs(upcast(logits_LV), req.prompt).tolist())
+        for req, (logits_LV, _, _, _) in zip(reqs, self._prefill_chunks(reqs, True)):
+            values = self._prompt_logprobs(upcast(logits_LV), req.prompt).tolist()
+            req.future.set_result([None] + [req.logprob_or_none(i + 1, v) for i, v in enumerate(values)])
 
-    def _prefill_chunks(self, prompts: list[list[int]], all_logits: bool):
+    def _prefill_chunks(self, reqs: list[SampleRequest], all_logits: bool):
         """Prefill in batches of at most PREFILL_TOKENS padded tokens, fewer when every position's
-        logits are kept (bounding memory)."""
-        self._usage["prefill_tokens"] += sum(len(p) for p in prompts)
+        logits are kept (bounding memory). Per request: (logits, keys, values, position delta)."""
+        self._usage["prefill_tokens"] += sum(len(r.prompt) for r in reqs)
         budget = min(PREFILL_TOKENS, 2**26 // self.vocab_size) if all_logits else PREFILL_TOKENS
         out, chunk = [], []
-        for p in prompts:
-            if chunk and max(map(len, chunk + [p])) * (len(chunk) + 1) > budget:
-                out += self.decoder.prefill(chunk, all_logits)
+        for r in reqs:
+            if chunk and max(len(c.prompt) for c in chunk + [r]) * (len(chunk) + 1) > budget:
+                out += self._prefill_batch(chunk, all_logits)
                 chunk = []
-            chunk.append(p)
-        return out + self.decoder.prefill(chunk, all_logits)
+            chunk.append(r)
+        return out + self._prefill_batch(chunk, all_logits)
+
+    def _prefill_batch(self, reqs: list[SampleRequest], all_logits: bool):
+        vision, deltas = [], []
+        for r in reqs:
+            if r.images:
+                x_LC, positions_3L, delta = self.decoder.vision_prompt(r.prompt, r.types, *self.images.pixels(r.images))
+                vision.append((x_LC, positions_3L))
+                deltas.append(delta)
+            else:
+                vision.append(None)
+                deltas.append(0)
+        done = self.decoder.prefill([r.prompt for r in reqs], all_logits, vision)
+        return [(logits, ks, vs, delta) for (logits, ks, vs), delta in zip(done, deltas)]
 
     @staticmethod
     def _prompt_logprobs(logits_LV: torch.Tensor, prompt: list[int]) -> torch.Tensor:
@@ -231,11 +262,13 @@ class LocalSampler:
         values). Prompt logprobs, when asked for, are read off the same pass."""
         all_logits = any(a.req.include_prompt_logprobs or a.req.topk_prompt_logprobs for a in actives)
         results = []
-        for a, (logits, ks, vs) in zip(actives, self._prefill_chunks([a.req.prompt for a in actives], all_logits)):
+        for a, (logits, ks, vs, delta) in zip(actives, self._prefill_chunks([a.req for a in actives], all_logits)):
             req = a.req
+            a.delta = delta
             logits = upcast(logits)
             if req.include_prompt_logprobs:
-                a.prompt_logprobs = [None] + self._prompt_logprobs(logits, req.prompt).tolist()
+                values = self._prompt_logprobs(logits, req.prompt).tolist()
+                a.prompt_logprobs = [None] + [req.logprob_or_none(i + 1, v) for i, v in enumerate(values)]
             if req.topk_prompt_logprobs:
                 logp_LV = torch.log_softmax(logits[:-1], dim=-1)
                 vals, ids = logp_LV.topk(min(req.topk_prompt_logprobs, logp_LV.shape[-1]), dim=-1)

@@ -65,15 +65,20 @@ class TrainerSpec:
         return cls(**{k: meta[k] for k in ("base_model", "lora_rank", "seed", "train_mlp", "train_attn", "train_unembed")})
 
 
-def lora_config(spec: TrainerSpec):
+def lora_config(spec: TrainerSpec, language_only: bool = False):
+    """LoRA on the chosen projections; `language_only` (a vision-language model) keeps the adapters
+    out of the vision tower, whose MLP may share the names (Qwen2.5-VL's gate/up/down_proj)."""
     from peft import LoraConfig
 
-    targets = [*(ATTN_MODULES if spec.train_attn else ()), *(MLP_MODULES if spec.train_mlp else ()),
-               *(("lm_head",) if spec.train_unembed else ())]
-    if not targets:
+    layers = [*(ATTN_MODULES if spec.train_attn else ()), *(MLP_MODULES if spec.train_mlp else ())]
+    head = ["lm_head"] if spec.train_unembed else []
+    if not layers and not head:
         raise ValueError("create_lora_training_client: train_attn, train_mlp and train_unembed are all False; "
                          "set at least one to True")
-    return LoraConfig(r=spec.lora_rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets)
+    if language_only:  # a regex is matched against the full module name
+        parts = ([rf".*language_model\..*\.({'|'.join(layers)})"] if layers else []) + head
+        return LoraConfig(r=spec.lora_rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules="|".join(parts))
+    return LoraConfig(r=spec.lora_rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=layers + head)
 
 
 def apply_lora(model, spec: TrainerSpec):
@@ -88,7 +93,7 @@ def apply_lora(model, spec: TrainerSpec):
         warnings.filterwarnings("ignore", message=".*tie.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(spec.seed or 0)
-        return get_peft_model(model, lora_config(spec))
+        return get_peft_model(model, lora_config(spec, language_only=getattr(model.config, "vision_config", None) is not None))
 
 
 def merge_lora(peft_model):
@@ -109,7 +114,8 @@ class LocalTrainer:
         loaded = models.load_model(spec.base_model)
         self.tokenizer = loaded.tokenizer
         self.context_length = loaded.context_length
-        self.is_vision = loaded.is_vision
+        self.images = loaded.images
+        """The model's `ImageEncoder` (None: a text-only model)."""
         device = settings.torch_device()
         model = loaded.model.to(device)
         model.eval()  # no dropout: a forward is a deterministic function of the weights
@@ -145,9 +151,12 @@ class LocalTrainer:
             if unknown:
                 raise ValueError(f"data[{i}].loss_fn_inputs has unknown key(s) {unknown}; loss_fn={loss_fn!r} "
                                  f"takes {sorted(allowed)}")
-            if any(isinstance(c, ImageChunk) for c in d.model_input.chunks) and not self.is_vision:
-                raise ValueError(f"data[{i}].model_input holds an ImageChunk but {self.spec.base_model!r} is a "
-                                 "text-only model; use a vision model or drop the image")
+            if d.model_input.has_images:
+                if self.images is None:
+                    raise ValueError(f"data[{i}].model_input holds an ImageChunk but {self.spec.base_model!r} is a "
+                                     "text-only model; use a vision-language model (arl/tiny-qwen2-vl-3m, a local "
+                                     "Qwen2-VL folder) or drop the image")
+                self.images.expand(d.model_input, f"data[{i}].model_input")  # checks expected_tokens
             n = d.model_input.length
             if n == 0:
                 raise ValueError(f"data[{i}].model_input is empty")
@@ -160,7 +169,7 @@ class LocalTrainer:
                 if bad.any():
                     raise ValueError(f"data[{i}].loss_fn_inputs['target_tokens'] holds id {int(arr[bad][0])}, "
                                      f"outside the vocabulary [0, {self.vocab_size})")
-            ids = d.model_input.to_ints()
+            ids = [t for c in d.model_input.chunks if not isinstance(c, ImageChunk) for t in c.tokens]
             if ids and (min(ids) < 0 or max(ids) >= self.vocab_size):
                 raise ValueError(f"data[{i}].model_input holds a token id outside [0, {self.vocab_size})")
         return spec, config
@@ -182,24 +191,46 @@ class LocalTrainer:
 
     def _logp(self, data: list[Datum]) -> list[torch.Tensor]:
         """logp of each datum's target tokens, [len(model_input)] per datum. Datums that share a long
-        prefix (`prefix_groups`) run it once: the same logits, a fraction of the compute."""
-        seqs = [d.model_input.to_ints() for d in data]
+        prefix (`prefix_groups`) run it once: the same logits, a fraction of the compute. Datums with
+        images run as one padded batch through the vision tower (their ids alone cannot tell two
+        images apart, so they never share a prefix)."""
         targets = [d.loss_fn_inputs["target_tokens"].to_torch().to(self.device) for d in data]
         out: list[torch.Tensor | None] = [None] * len(data)
+        text = [i for i, d in enumerate(data) if not d.model_input.has_images]
+        seqs = [data[i].model_input.to_ints() for i in text]
         alone = []
         for idx, shared in prefix_groups(seqs, MIN_SHARED_PREFIX):
             if shared == 0:
-                alone += idx
+                alone += [text[j] for j in idx]
                 continue
-            for i, logp in zip(idx, self._logp_shared([seqs[i] for i in idx], [targets[i] for i in idx], shared)):
-                out[i] = logp
+            for j, logp in zip(idx, self._logp_shared([seqs[j] for j in idx], [targets[text[j]] for j in idx], shared)):
+                out[text[j]] = logp
         if alone:
-            for i, logp in zip(alone, self._logp_padded([seqs[i] for i in alone], [targets[i] for i in alone])):
+            for i, logp in zip(alone, self._logp_padded([data[i].model_input.to_ints() for i in alone],
+                                                        [targets[i] for i in alone])):
+                out[i] = logp
+        with_images = [i for i, d in enumerate(data) if d.model_input.has_images]
+        if with_images:
+            ids, extra = self._vision_batch([data[i] for i in with_images])
+            for i, logp in zip(with_images, self._logp_padded(ids, [targets[i] for i in with_images], extra)):
                 out[i] = logp
         return out
 
-    def _logp_padded(self, seqs: list[list[int]], targets: list[torch.Tensor]) -> list[torch.Tensor]:
-        """One right-padded forward of independent sequences."""
+    def _vision_batch(self, batch: list[Datum]) -> tuple[list[list[int]], dict]:
+        """The datums' expanded ids and what the vision model reads besides them: pixel patches, each
+        image's patch grid, and the token types that place the multimodal RoPE (padded to the batch)."""
+        expanded = [self.images.expand(d.model_input) for d in batch]
+        pixel_values, grid_thw = self.images.pixels([c for _, _, chunks in expanded for c in chunks])
+        T = max(len(ids) for ids, _, _ in expanded)
+        types_BT = torch.zeros(len(batch), T, dtype=torch.long)
+        for b, (_, types, _) in enumerate(expanded):
+            types_BT[b, :len(types)] = torch.tensor(types)
+        return [ids for ids, _, _ in expanded], {"pixel_values": pixel_values.to(self.device),
+                                                 "image_grid_thw": grid_thw.to(self.device),
+                                                 "mm_token_type_ids": types_BT.to(self.device)}
+
+    def _logp_padded(self, seqs: list[list[int]], targets: list[torch.Tensor], extra: dict | None = None) -> list[torch.Tensor]:
+        """One right-padded forward of independent sequences (`extra`: a vision model's image inputs)."""
         lengths = [len(x) for x in seqs]
         T = max(lengths)
         ids_BT = torch.zeros(len(seqs), T, dtype=torch.long)
@@ -209,7 +240,8 @@ class LocalTrainer:
             ids_BT[b, :n] = torch.tensor(seq)
             targets_BT[b, :n] = targets[b]
             mask_BT[b, :n] = 1
-        logits_BTV = upcast(self.model(input_ids=ids_BT.to(self.device), attention_mask=mask_BT.to(self.device)).logits)
+        logits_BTV = upcast(self.model(input_ids=ids_BT.to(self.device), attention_mask=mask_BT.to(self.device),
+                                       **(extra or {})).logits)
         logp_BT = logits_BTV.gather(-1, targets_BT[..., None]).squeeze(-1) - torch.logsumexp(logits_BTV, dim=-1)
         return [logp_BT[b, :n] for b, n in enumerate(lengths)]
 
