@@ -112,3 +112,13 @@ def test_overlong_ramp_matches_its_formula_at_the_boundaries():
     assert overlong_penalty(40, 40, 0) == 0.0
     with pytest.raises(ValueError, match="cache"):
         overlong_penalty(5, 40, 50)
+
+
+def test_choice_reward_reads_the_last_boxed_letter():
+    from arl.rewards import choice_reward, extract_choice
+
+    assert choice_reward("It is red, so \\boxed{B}", "B") == 1.0
+    assert choice_reward("\\boxed{ b }", "B") == 1.0  # case and spaces, as the reference lab's parser
+    assert choice_reward("\\boxed{A} no wait \\boxed{C}", "A") == 0.0  # the last box counts
+    assert extract_choice("\\boxed{E}") is None and extract_choice("\\boxed{AB}") is None
+    assert extract_choice("B") is None and choice_reward("The answer is B", "B") == 0.0

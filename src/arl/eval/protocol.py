@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..models.images import as_model_input
 from ..rewards import any_format_reward, boxed_reward, extract_boxed
 from ..types import ModelInput, SamplingParams
 
@@ -42,7 +43,7 @@ class EvalResult:
         return {**out, **self.extra}
 
 
-def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], reward_fn: Callable[[str, str], float],
+def evaluate(sampler, prompts: Sequence[list[int] | ModelInput], answers: Sequence[str], reward_fn: Callable[[str, str], float],
              max_tokens: int, stop: list[str] | None = None,
              extract: Callable[[str], str | None] | None = None,
              extra_rewards: dict[str, Callable[[str, str], float]] | None = None) -> EvalResult:
@@ -50,7 +51,7 @@ def evaluate(sampler, prompts: Sequence[list[int]], answers: Sequence[str], rewa
     `extract` (the reward's answer extractor) adds the format rate, `extra_rewards` diagnostics."""
     extra_rewards = extra_rewards or {}
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, seed=0, stop=stop)
-    futures = [sampler.sample(ModelInput.from_ints(p), 1, params) for p in prompts]
+    futures = [sampler.sample(as_model_input(p), 1, params) for p in prompts]
     items = []
     for future, answer in zip(futures, answers):
         seq = future.result().sequences[0]

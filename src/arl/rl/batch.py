@@ -11,6 +11,7 @@ import random
 from collections.abc import Sequence
 
 from .. import advantages
+from ..models.images import as_model_input
 from ..rollout.multiturn import summarize
 from ..rollout.seeds import request_seed
 from ..types import ModelInput, SamplingParams
@@ -38,10 +39,10 @@ def step_items(items: Sequence, step: int, batch_prompts: int) -> list:
     return [draw(items, step * batch_prompts + i) for i in range(batch_prompts)]
 
 
-def sample_groups(sampler, prompts: Sequence[list[int]], cfg, step: int, stop: list[str], first: int = 0) -> list:
+def sample_groups(sampler, prompts: Sequence[list[int] | ModelInput], cfg, step: int, stop: list[str], first: int = 0) -> list:
     """`cfg.group_size` samples of each prompt, all requests in flight at once; prompt i of the step
     (counted from `first`, for refills) is request `first + i` of `request_seed`, so no two share a seed."""
-    futures = [sampler.sample(ModelInput.from_ints(p), cfg.group_size,
+    futures = [sampler.sample(as_model_input(p), cfg.group_size,
                               SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                                              seed=request_seed(cfg.seed, step, first + i), stop=stop))
                for i, p in enumerate(prompts)]
