@@ -37,6 +37,8 @@ STEP_KEYS = {
     "losses": {"replay/ratio_mean", "replay/logratio_std", "clip_frac/ppo", "clip_frac/gspo", "grad_norm/cispo",
                "grad_norm/dapo_clip_higher"},
     "gspo": {"reward/mean", "reward/frac_degenerate", "train/tokens", "time/sample", "time/train"},
+    "vision-grpo": {"reward/mean", "reward/frac_degenerate", "rollout/len_mean", "train/tokens", "time/sample",
+                    "eval/accuracy", "eval/count/accuracy"},
     "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
              "opsd/student_probe_logprob", "reward/mean"},
     "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
