@@ -68,6 +68,7 @@ path04: setup
 	$(BIN)/arl compare jev --seeds 3 --out runs/compare/jev
 	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 2 --out runs/compare/tempo
 	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 --jobs 2 --out runs/compare/agent-opsd
+	$(BIN)/arl compare vision-grpo --vary view=image,blank,text --seeds 3 --jobs 2 --out runs/compare/vision-grpo
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
