@@ -18,8 +18,10 @@ pixels can be counted exactly), strokes >= 3 px, shapes never touching and >= 4 
 edge, no text in the image. Geometry is designed at 112 px (`DESIGN_SIZE`) and scaled to `size`.
 
 Balanced answers: within each split and kind the gold letters come in shuffled blocks of A-D, so
-always answering one letter scores 25%. Count, relation and angle keep a fixed option order (the
-letter names the answer); the colour kinds shuffle the colour names per figure.
+always answering one letter scores 25%. Every kind keeps a fixed option order (the letter names the
+answer; the colour kinds list red, green, blue, black), so the letter depends on the figure alone: with
+options shuffled per figure, a model learning from scratch must also learn to look its answer up among
+them, a second skill on top of seeing.
 
 `facts` states the figure in words and numbers (measurements, positions, never the letter): the
 text-instead-of-image control, which tells whether the vision tower or the language model is the
@@ -238,7 +240,7 @@ def _segment_gap(p, q, r, s) -> float:
 
 
 def _length(rng: random.Random, size: int, gold: int):
-    order = tuple(rng.sample(tuple(COLOURS), 4))
+    order = tuple(COLOURS)
     longest = rng.randint(_px(48, size), _px(88, size))
     lengths = {c: longest if c == order[gold] else rng.randint(_px(14, size), int(longest / 1.4)) for c in COLOURS}
     width = _stroke(size)
@@ -268,7 +270,7 @@ def _length(rng: random.Random, size: int, gold: int):
 
 
 def _area(rng: random.Random, size: int, gold: int):
-    order = tuple(rng.sample(tuple(COLOURS), 4))
+    order = tuple(COLOURS)
     scale = (size / DESIGN_SIZE) ** 2
     largest = rng.uniform(750 * scale, 1500 * scale)
     forms: dict[str, tuple[str, int]] = {}

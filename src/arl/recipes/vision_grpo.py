@@ -34,10 +34,10 @@ class Config(RunConfig, SessionConfig, OptimConfig, LossConfig, SamplingConfig, 
 
 
 PRESETS = {
-    "smoke": dict(steps=2, batch_prompts=2, group_size=4, max_tokens=16, sft_steps=40, n_train=64, n_dev=8,
+    "smoke": dict(steps=2, batch_prompts=2, group_size=4, max_tokens=24, sft_steps=40, n_train=64, n_dev=8,
                   n_test=8, eval_every=1, save_every=1),
     "mini": {},
-    "full": dict(model="Qwen/Qwen2.5-VL-3B-Instruct", lora_rank=32, learning_rate=4e-5, max_tokens=1024,
+    "full": dict(model="Qwen/Qwen2.5-VL-3B-Instruct", kinds="count,relation,length,area,angle", lora_rank=32, learning_rate=4e-5, max_tokens=1024,
                  sft_steps=0, batch_prompts=8, group_size=8, steps=100, eval_every=25, save_every=25),
 }
 
