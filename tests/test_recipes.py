@@ -39,6 +39,7 @@ STEP_KEYS = {
     "gspo": {"reward/mean", "reward/frac_degenerate", "train/tokens", "time/sample", "time/train"},
     "vision-grpo": {"reward/mean", "reward/frac_degenerate", "rollout/len_mean", "train/tokens", "time/sample",
                     "eval/accuracy", "eval/count/accuracy"},
+    "vision-sft": {"loss/ce", "time/step", "time/trained", "eval/accuracy"},
     "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
              "opsd/student_probe_logprob", "reward/mean"},
     "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
@@ -71,8 +72,8 @@ EVALS = {
 }
 """Evaluations a smoke run writes (default: the step-0 one and the summary)."""
 MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd", "tempo")
-RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "jev"})
-"""Chapters that continue a killed run (the other three are seconds long and refuse --resume)."""
+RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "vision-sft", "jev"})
+"""Chapters that continue a killed run (the others are minutes long and refuse --resume)."""
 
 
 @pytest.fixture(scope="session")

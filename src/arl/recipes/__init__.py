@@ -26,6 +26,7 @@ CHAPTERS = {
     "vision-grpo": ("arl.recipes.vision_grpo", "04 Vision GRPO: GRPO on 4-choice questions about rendered figures, the image inside the prompt (controls: a blank image, the facts as text)"),
     "jev": ("arl.recipes.jev", "04 Jev: fixed-option decisions from one forward pass, with calibrated confidence"),
     "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
+    "vision-sft": ("arl.recipes.vision_sft", "04 Vision GRPO's control: continued SFT on the figures, in the same view, for the same wall time"),
 }
 
 
