@@ -63,12 +63,15 @@ path03: setup
 # The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
 # about 20 minutes on 2 cores; rerun to resume.
 # Path 04: Jev, then the long-horizon comparisons (TEMPO against whole-trajectory GRPO at equal environment steps,
-# AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games; rerun to resume.
+# AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games; then Vision GRPO's
+# views (image, blank, text: about 35 minutes with the three cold starts, 15 once cached) and its continued-SFT
+# control for the image runs' training time (about 10 minutes); rerun to resume.
 path04: setup
 	$(BIN)/arl compare jev --seeds 3 --out runs/compare/jev
 	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 2 --out runs/compare/tempo
 	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 --jobs 2 --out runs/compare/agent-opsd
 	$(BIN)/arl compare vision-grpo --vary view=image,blank,text --seeds 3 --jobs 2 --out runs/compare/vision-grpo
+	$(BIN)/arl compare vision-sft --set time_budget_s=118 --seeds 3 --jobs 2 --out runs/compare/vision-sft
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
