@@ -261,7 +261,7 @@ def test_show_page_colours_tokens_by_source_and_counts_what_was_trained(chat, tm
     assert page.count('class="tok A"') == n_policy + 2 and page.count('class="tok A zero"') == n_policy + 1
     assert page.count('class="tok O"') == totals["observation"] + 1
     assert "→ lookup(word=&#x27;word&#x27;)" in page and "stop_reason answered" in page
-    with pytest.raises(ValueError, match="no multi-turn trajectories"):
+    with pytest.raises(ValueError, match="no trajectories for training step 7"):
         write_trajectories(run.path, step=7)
 
 
@@ -273,3 +273,24 @@ def test_a_template_that_drops_tools_still_tells_the_model_its_tools():
     text = tok.decode(ChatTokens(tok).prompt(Dictionary().initial_messages(), Dictionary.tools))
     assert text.startswith("<|im_start|>system\nLook words up.\n\n# Tools") and '"name": "lookup"' in text
     assert text.count("<|im_start|>system") == 1 and text.endswith("<|im_start|>assistant\n")
+
+
+def test_show_draws_observation_images_inside_their_turn(chat, tmp_path):
+    """A tool that returns an image (Spec-o3's rendered window) has it drawn in the turn it came back in."""
+    import io
+
+    from PIL import Image
+
+    from arl.report.trajectories import write_trajectories
+    from arl.track import RunDir
+
+    trajs, _ = play(chat, [CALL, "Answer: word"])
+    run = RunDir.create(tmp_path, "spec-o3", "r", {"model": TINY})
+    buffer = io.BytesIO()
+    Image.new("RGB", (28, 56), "red").save(buffer, format="PNG")
+    row = {**trajs[0].to_json(), "advantage": 0.5}
+    row["turns"][0]["images"] = [run.save_image(buffer.getvalue())]
+    run.log_rollouts(1, [row])
+    page = write_trajectories(run.path).read_text()
+    turn = page.split('<div class="turn">')[1]
+    assert 'alt="observation image"' in turn and 'width="56" height="112"' in turn

@@ -306,3 +306,30 @@ def test_idt_schedule_visits_each_domain_in_its_ratio(tmp_path):
     assert {r["stage"] for r in json.loads((run.eval_dir / "stages.json").read_text())["rows"]} == {"base", "sft", "idt-opd"}
     assert [m["train/specialist_step"] for m in idt] == [1, 1, 0, 1, 1, 0]
     assert all(("specialist/opd/reverse_kl_mean" in m) == bool(m["train/specialist_step"]) for m in idt)
+
+
+def test_vision_rows_name_their_images_and_show_draws_them(smoke_run):
+    """A Vision GRPO row names its prompt image (stored once in the run folder, by content); `arl show`
+    draws it beside the answer's tokens, for training steps and evaluations alike."""
+    import base64
+    import re
+
+    from arl.data import figures
+
+    run, _, _ = smoke_run("vision-grpo")
+    rows = run.read_rollouts(1)
+    cfg = run.config
+    figs = {f.id: f for f in figures.make_split(cfg["n_train"], cfg["n_dev"], cfg["n_test"], size=cfg["image_size"],
+                                                kinds=cfg["kinds"].split(","))[0]}
+    for row in rows:
+        (name,) = row["images"]
+        assert run.read_image(name) == figs[row["figure"]].png()
+    page = arl_cli("show", str(run.path), "--step", "1")
+    assert page.returncode == 0, page.stderr[-3000:]
+    html = (run.path / "show-step-0001.html").read_text()
+    drawn = re.findall(r'<img src="data:image/png;base64,([^"]+)"', html)
+    assert len(drawn) == len(rows) and {base64.b64decode(d) for d in drawn} == {run.read_image(r["images"][0]) for r in rows}
+    assert html.count('class="tok A') >= sum(len(r["tokens"]) for r in rows)
+    evaluated = arl_cli("show", str(run.path), "--eval", "step-0000")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "re-tokenised" in (run.path / "show-eval-step-0000.html").read_text()

@@ -284,3 +284,16 @@ def test_progress_forced_shows_live_metrics(monkeypatch):
         bar.set_metrics({"reward": 0.123456, "len": 17})
     out = buf.getvalue()
     assert "grpo" in out and "reward=0.123" in out and "len=17" in out
+
+
+def test_images_are_stored_once_by_content(tmp_path):
+    run = RunDir.create(tmp_path, "vision-grpo", "r", {"model": "m"})
+    png_a, png_b = b"\x89PNG first", b"\x89PNG second"
+    name = run.save_image(png_a)
+    assert name == run.save_image(png_a) != run.save_image(png_b)
+    assert sorted(p.name for p in run.images_dir.iterdir()) == sorted([name, run.save_image(png_b)])
+    assert run.read_image(name) == png_a
+    with pytest.raises(ValueError, match="expected '<16 hex digits>.png'"):
+        run.read_image("../config.json")
+    with pytest.raises(FileNotFoundError, match="missing from the run folder"):
+        run.read_image("0123456789abcdef.png")

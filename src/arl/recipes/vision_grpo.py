@@ -69,7 +69,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
 
         # 6. log (held-out eval and checkpoint when due)
         metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG, groups, kept, t_sample, time.perf_counter() - t0)}
-        session.end_step(step + 1, metrics, task.rows(figs, groups, adv_BG, rewards_BG))
+        session.end_step(step + 1, metrics, task.rows(run, session.tokenizer, figs, groups, adv_BG, rewards_BG))
     finish(session, f"Vision GRPO ({cfg.view} view) on generated figures, {cfg.model}", asdict(cfg))
     return run
 

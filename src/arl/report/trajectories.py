@@ -1,17 +1,24 @@
-"""`arl show RUN`: one HTML page of a run's multi-turn trajectories, token by token.
+"""`arl show RUN`: one HTML page of a run's trajectories, token by token, with their images.
 
 Every token is drawn as the model saw it and coloured by who produced it: the policy's own tokens
 (the only ones trained) on a background whose hue is the sign of their advantage and whose strength
 is its size; observations (tool results) blue; the chat template's tokens (turn ends, headers) grey;
 the prompt folded away. Turn boundaries, the tool calls each turn made with what came back, the stop
 reason, and the page's totals of trained and masked tokens make visible what the optimiser saw.
-Hovering a token shows its id, source, sampler logprob and advantage.
+Hovering a token shows its id, source, sampler logprob and advantage. The images a row names (a prompt's
+figure, a tool's rendered window; `RunDir.save_image`) are drawn where they entered the context, at
+twice their size with square pixels, so what the vision tower got is what the page shows. A
+single-turn row (a completion with its prompt text) is drawn as one turn.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 from pathlib import Path
+
+from PIL import Image
 
 from ..tools.calls import ToolCall, parse_tool_calls
 from ..models import load_tokenizer
@@ -32,6 +39,7 @@ SHOW_CSS = """
 .calls { font-size: 13px; color: #59636e; margin: 4px 0 0; }
 details.prompt summary { cursor: pointer; font-size: 12px; color: #59636e; }
 .legend span.tok { padding: 1px 6px; margin-right: 8px; }
+.images img { image-rendering: pixelated; border: 1px solid #d0d7de; margin: 4px 8px 4px 0; }
 """
 
 
@@ -66,17 +74,48 @@ def _calls(turn: dict) -> str:
     return f'<p class="calls">{"<br>".join(rows)}</p>' if rows else ""
 
 
-def _trajectory(row: dict, decode, scale: float, index: int, trained: bool) -> str:
+def _images(run: RunDir, names: list[str], what: str) -> str:
+    """The named images of the run folder inline (data URIs: the page stands alone), twice their size."""
+    tags = []
+    for name in names:
+        data = run.read_image(name)
+        width, height = Image.open(io.BytesIO(data)).size
+        tags.append(f'<img src="data:image/png;base64,{base64.b64encode(data).decode()}" width="{2 * width}" '
+                    f'height="{2 * height}" alt="{html.escape(what)}" title="{html.escape(f"{what}: {name}, {width}x{height} px")}">')
+    return f'<div class="images">{"".join(tags)}</div>' if tags else ""
+
+
+def as_trajectory(row: dict, encode) -> dict:
+    """A rollout row or evaluation item in the multi-turn layout: a single-turn row (its prompt text and
+    one completion) becomes one turn of policy tokens. An evaluation item stores its completion as text
+    only, so its tokens are the completion re-tokenised (`retokenised` set)."""
+    if "turns" in row:
+        return row
+    tokens = row["tokens"] if isinstance(row.get("tokens"), list) else encode(row["completion"])
+    out = {**row, "prompt_tokens": encode(row["prompt"]),
+           "turns": [{"tokens": tokens, "source": "A" * len(tokens), "text": row["completion"], "reward": row.get("reward", 0.0),
+                      "logprobs": row.get("logprobs") or [0.0] * len(tokens)}]}
+    if not isinstance(row.get("tokens"), list):
+        out["retokenised"] = True
+    return out
+
+
+def _trajectory(row: dict, decode, scale: float, index: int, trained: bool, run: RunDir) -> str:
     adv = float(row.get("advantage", 0.0))
-    keys = ("step", "group", "hops", "reward", "advantage", "stop_reason") if trained else ("hops", "reward", "stop_reason")
+    keys = ("step", "group", "hops", "figure", "kind", "answer", "reward", "advantage", "stop_reason") if trained \
+        else ("hops", "id", "kind", "answer", "reward", "stop_reason")
     head = [f"#{index}"] + [f"{k} {fmt(row[k])}" for k in keys if k in row]
     parts = [f'<div class="head">{html.escape(" · ".join(head))}</div>']
     if "question" in row:
         parts.append(f'<div><b>{html.escape(row["question"])}</b> — gold: {html.escape(", ".join(row.get("answers", [])))}</div>')
     prompt = row["prompt_tokens"]
     parts.append(f'<details class="prompt"><summary>prompt: {len(prompt)} tokens (system message, tools if shown, question), not trained'
-                 f'</summary><div class="stream">{_token_spans(decode(prompt), "T" * len(prompt), prompt, [0.0] * len(prompt), 0, 0)}'
+                 + (f", and {len(row['images'])} image{'s' * (len(row['images']) > 1)} (below)" if row.get("images") else "")
+                 + f'</summary><div class="stream">{_token_spans(decode(prompt), "T" * len(prompt), prompt, [0.0] * len(prompt), 0, 0)}'
                  "</div></details>")
+    parts.append(_images(run, row.get("images", []), "prompt image"))
+    if row.get("retokenised"):
+        parts.append('<p class="calls">an evaluation item stores its answer as text: its tokens below are that text re-tokenised</p>')
     # a chapter that credits turns unequally (AgentOPSD) logs each turn's advantage and belief move
     turn_adv = row.get("turn_advantages") or [adv] * len(row["turns"])
     delta_b = row.get("turn_delta_b")
@@ -87,7 +126,7 @@ def _trajectory(row: dict, decode, scale: float, index: int, trained: bool) -> s
             label += f", advantage {fmt(turn_adv[k])}" + (f", belief move {fmt(delta_b[k])}" if delta_b else "")
         spans = _token_spans(decode(turn["tokens"]), turn["source"], turn["tokens"], turn["logprobs"], turn_adv[k], scale)
         parts.append(f'<div class="turn"><div class="label">{html.escape(label)}</div><div class="stream">{spans}</div>'
-                     f"{_calls(turn)}</div>")
+                     f"{_calls(turn)}{_images(run, turn.get('images', []), 'observation image')}</div>")
     return f'<div class="rollout">{"".join(parts)}</div>'
 
 
@@ -120,11 +159,12 @@ def write_trajectories(run_dir, step: int | None = None, eval_name: str | None =
         if step is None:
             step = max((r["step"] for r in rows), default=None)
         rows, what = [r for r in rows if r.get("step") == step], f"training step {step}"
-    rows = [r for r in rows if "turns" in r]
-    if not rows:
-        raise ValueError(f"{run.path}: no multi-turn trajectories for {what}; `arl show` reads rollouts.jsonl rows "
-                         "with 'turns' (agent chapters) — pick another --step or --eval")
     tokenizer = load_tokenizer(run.config["model"])
+    rows = [as_trajectory(r, lambda text: tokenizer.encode(text, add_special_tokens=False))
+            for r in rows if "turns" in r or ("completion" in r and "prompt" in r)]
+    if not rows:
+        raise ValueError(f"{run.path}: no trajectories for {what}; `arl show` reads rollouts.jsonl rows with 'turns' "
+                         "(agent chapters) or a 'prompt' and a 'completion' — pick another --step or --eval")
     cache: dict[int, str] = {}
 
     def decode(ids: list[int]) -> list[str]:
@@ -150,7 +190,7 @@ def write_trajectories(run_dir, step: int | None = None, eval_name: str | None =
             "<p>Only policy tokens with a non-zero advantage receive gradient; observation, template and prompt tokens "
             "are context (advantage 0, weight 0, logprob 0 in the datum).</p>",
             "<h2>Trajectories</h2>", legend,
-            *(_trajectory(r, decode, scale, i + 1, trained) for i, r in enumerate(shown))]
+            *(_trajectory(r, decode, scale, i + 1, trained, run) for i, r in enumerate(shown))]
     page = ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{CSS}{SHOW_CSS}</style></head>\n<body><main>\n"
             + "\n".join(body) + "\n</main></body></html>\n")

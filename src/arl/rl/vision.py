@@ -21,7 +21,7 @@ from ..data import figures
 from ..eval import evaluate
 from ..models.images import image_chunk, split_at_image_pads
 from ..rewards import choice_reward, extract_choice
-from ..types import ModelInput
+from ..types import ImageChunk, ModelInput
 from .config import Group
 
 VIEWS = ("image", "blank", "text")
@@ -131,25 +131,30 @@ class FigureTask:
     def start_weights(self) -> str | None:
         return run_cold_start(self.cold_start, self.train, self.sft_examples) if self.cold_start else None
 
+    def images(self, run, tokenizer, fig) -> list[str]:
+        """The names (`RunDir.save_image`) of the images in a figure's prompt, in order: what `arl show` draws."""
+        return [run.save_image(c.data) for c in self.prompt(tokenizer, fig).chunks if isinstance(c, ImageChunk)]
+
     def held_out(self, run, step: int, sampler, tokenizer, name: str | None = None) -> dict[str, float]:
         result = evaluate(sampler, [self.prompt(tokenizer, f) for f in self.test], [f.answer for f in self.test],
                           choice_reward, self.max_tokens, [tokenizer.eos_token], extract_choice)
         by_kind: dict[str, list[float]] = {}
         for f, item in zip(self.test, result.items):
-            item.update(id=f.id, kind=f.kind)
+            item.update(id=f.id, kind=f.kind, prompt=self.example_text(f), images=self.images(run, tokenizer, f))
             by_kind.setdefault(f.kind, []).append(item["reward"])
         per_kind = {f"{k}/accuracy": sum(v) / len(v) for k, v in sorted(by_kind.items())}
         run.write_eval(name or f"step-{step:04d}", {**result.summary(), **per_kind, "items": result.items})
         return {"eval/accuracy": result.accuracy, "eval/format_rate": result.format_rate,
                 **{f"eval/{k}": v for k, v in per_kind.items()}}
 
-    def rows(self, figs: Sequence, groups, adv_BG, rewards_BG) -> list[dict]:
-        """One row per sampled completion: its figure (id, kind, question), text, tokens, logprobs,
-        reward and advantage."""
-        return [{"figure": f.id, "kind": f.kind, "prompt": self.example_text(f), "answer": f.answer,
+    def rows(self, run, tokenizer, figs: Sequence, groups, adv_BG, rewards_BG) -> list[dict]:
+        """One row per sampled completion: its figure (id, kind, question, the prompt's images as stored
+        in the run folder), text, tokens, logprobs, reward and advantage."""
+        return [{"figure": f.id, "kind": f.kind, "prompt": self.example_text(f), "images": images, "answer": f.answer,
                  "completion": s.text, "tokens": s.tokens, "logprobs": s.logprobs, "reward": r, "advantage": a,
                  "stop_reason": s.stop_reason}
-                for f, seqs, rs, advs in zip(figs, groups, rewards_BG, adv_BG) for s, r, a in zip(seqs, rs, advs)]
+                for f, seqs, rs, advs in zip(figs, groups, rewards_BG, adv_BG)
+                for images in [self.images(run, tokenizer, f)] for s, r, a in zip(seqs, rs, advs)]
 
     def report_rows(self, rows: list[dict]) -> list[dict]:
         return rows

@@ -4,6 +4,7 @@
     metrics.jsonl      one JSON object per logged step: {"step": 3, "reward/mean": 0.41, ...}
     rollouts.jsonl     one line per rollout row: {"step": 3, "prompt": ..., "completion": ..., ...}
     eval/<name>.json   one file per evaluation (atomic)
+    images/<hash>.png  the images a row or evaluation item names (`save_image`), each written once
     checkpoints/       for the caller's checkpoints (see `arl.checkpoints.atomic_dir`)
     plots/*.png        written by `arl.report.plot_metrics`
     report.html        written by `arl.report.write_report`
@@ -17,6 +18,7 @@ of step k, `run.truncate_after(k)`, continue from step k + 1.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 from pathlib import Path
 
@@ -74,6 +76,28 @@ class RunDir:
     @property
     def eval_dir(self) -> Path:
         return self.path / "eval"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.path / "images"
+
+    def save_image(self, png: bytes) -> str:
+        """Store an image the run's rows refer to and return its name (`<sha256 prefix>.png`). Named by
+        content, so a figure shown in many rows is written once, and a name always means the same pixels."""
+        name = f"{hashlib.sha256(png).hexdigest()[:16]}.png"
+        path = self.images_dir / name
+        if not path.is_file():
+            _io.atomic_write_bytes(path, png)
+        return name
+
+    def read_image(self, name: str) -> bytes:
+        """The bytes of an image named by `save_image` (a clear error for a name that is not one)."""
+        if not (len(name) == 20 and name.endswith(".png") and all(c in "0123456789abcdef" for c in name[:16])):
+            raise ValueError(f"image name {name!r}: expected '<16 hex digits>.png', as save_image returns")
+        path = self.images_dir / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: the image this row names is missing from the run folder")
+        return path.read_bytes()
 
     @property
     def checkpoints_dir(self) -> Path:
