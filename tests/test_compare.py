@@ -137,3 +137,18 @@ def test_verdicts_paired_by_item_average_seeds_then_bootstrap_items():
     # sd of [1, 0, 0, 0] is 0.5: ((1.96 + 0.8416) x 0.5 / 0.25)^2 = 31.4 -> 32 items; the seeds' differences tie: None
     assert v["items_needed"] == 32 and v["seeds_needed"] is None
     assert _item_verdicts(plan, runs, "em") == {}  # no per-item value of that key: no verdict
+
+
+def test_headline_accuracy_pairs_the_items_rewards():
+    """`evaluate` reports accuracy as the mean of its items' `reward`: those are the values paired by item."""
+    from types import SimpleNamespace
+
+    from arl.report.compare import _item_verdicts
+    from arl.track.compare import Arm
+
+    def run(rewards):
+        items = [{"completion": "\\boxed{A}", "reward": r} for r in rewards]
+        return SimpleNamespace(eval_names=lambda: ["step-0010"], read_eval=lambda name: {"items": items})
+    plan = SimpleNamespace(arms=[Arm("ref", {}), Arm("b", {})], seeds=[0])
+    v = _item_verdicts(plan, {"ref": {0: run([0.0, 1.0, 0.0, 0.0])}, "b": {0: run([1.0, 1.0, 1.0, 0.0])}}, "accuracy")
+    assert v["b vs ref: accuracy"]["mean"] == 0.5 and v["b vs ref: accuracy"]["n_items"] == 4

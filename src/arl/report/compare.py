@@ -232,6 +232,8 @@ def _item_values(run: RunDir, key: str) -> list[float] | None:
     TextWorld episode reports `won` only when it ends by winning or losing."""
     names = sorted(n for n in run.eval_names() if n.startswith("step-"))
     items = run.read_eval(names[-1]).get("items") if names else None
+    if key == "accuracy" and items and all("reward" in it and "accuracy" not in it for it in items):
+        key = "reward"  # `arl.eval.evaluate`'s accuracy is the mean of its items' rewards
     if not items or not any(key in it or key in it.get("metrics", {}) for it in items):
         return None
     values = [it.get(key, it["metrics"].get(key, 0.0) if "metrics" in it else None) for it in items]
