@@ -172,3 +172,141 @@ def test_an_unreadable_image_is_refused(vlm):
         image_chunk(b"GIF89a....", None)
     with pytest.raises(ValueError, match="placeholders for 2 images"):
         split_at_image_pads([1, 2047, 3], [image_chunk(png(), models.load_image_processor(VLM))] * 2, 2047)
+
+
+def zoom(region: str) -> str:
+    """Render one region of the figure larger.
+
+    Args:
+        region: which part to show, e.g. "left".
+    """
+    return region
+
+
+class ZoomEnv:
+    """A figure in the opening message; the zoom tool answers with an image (and a caption)."""
+
+    tools = (zoom,)
+    truncation_reward = 0.0
+
+    def __init__(self, full: bytes, window: bytes):
+        self.full, self.window = full, window
+
+    def initial_messages(self):
+        return [{"role": "user", "content": [{"type": "image", "image": self.full},
+                                             {"type": "text", "text": "What colour is the dot?"}]}]
+
+    def step(self, message):
+        from arl.envs import MalformedCall, StepResult, parse_tool_calls
+
+        calls = parse_tool_calls(message["content"])
+        if isinstance(calls, MalformedCall):
+            return StepResult([], 0.0, True, "malformed_call")
+        if calls:
+            return StepResult([{"role": "tool", "content": [{"type": "image", "image": self.window},
+                                                            {"type": "text", "text": "the left half"}]}],
+                              metrics={"tool_calls": 1.0})
+        return StepResult([], 1.0, True, "answered")
+
+
+class Scripted:
+    """Turn k of every branch writes script[k]; records each input it was asked to continue."""
+
+    def __init__(self, chat, script):
+        self.chat, self.script, self.inputs = chat, script, []
+
+    def sample(self, prompt, num_samples, params):
+        self.inputs.append(prompt)
+        images = sum(isinstance(c, arl.ImageChunk) for c in prompt.chunks)
+        tokens = self.chat.assistant_tokens(self.script[min(images - 1, len(self.script) - 1)])
+        seq = arl.SampledSequence(stop_reason="stop", tokens=tokens, logprobs=[-0.5] * len(tokens), text=None)
+        return arl.APIFuture.completed(arl.SampleResponse(sequences=[seq] * num_samples))
+
+
+def test_image_observations_enter_the_multi_turn_stream(service, processor):
+    """The opening figure and a tool's image ride in the token stream on their placeholder positions (source
+    P / O), the sampler gets them as image chunks in order, and a trajectory datum built from the stream puts
+    weight only on the policy's tokens; the trainer and the sampler score that two-image stream alike."""
+    from arl.envs import format_tool_call
+    from arl.models.images import with_images
+    from arl.rollout import Budgets, ChatTokens, rollout_groups, trajectory_datum
+
+    tc = service.create_full_training_client(VLM, seed=0)
+    tok = tc.get_tokenizer()
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    chat = ChatTokens(tok, processor=processor)
+    full, window = png("red", (224, 56)), png("blue")
+    sampler = Scripted(chat, [format_tool_call("zoom", {"region": "left"}), "Red. \\boxed{A}"])
+    (traj,) = rollout_groups(sampler, [[ZoomEnv(full, window)]], chat, Budgets(max_turns=3), 1.0, 0)[0]
+    assert traj.stop_reason == "answered" and [c.data for c in traj.prompt_images] == [full]
+    assert [c.data for c in traj.images] == [window] and traj.turns[0].observations == ["[image, 16 positions]the left half"]
+    n_full, n_window = traj.prompt_images[0].expected_tokens, traj.images[0].expected_tokens
+    assert traj.prompt.count(pad) == n_full and traj.tokens.count(pad) == n_window
+    assert {traj.source[i] for i, t in enumerate(traj.tokens) if t == pad} == {"O"}
+    second = sampler.inputs[1]
+    assert [c.data for c in second.chunks if isinstance(c, arl.ImageChunk)] == [full, window]
+    assert second.length == len(traj.prompt) + len(traj.turns[0].tokens)
+    with pytest.raises(ValueError, match="no image processor"):
+        rollout_groups(sampler, [[ZoomEnv(full, window)]], ChatTokens(tok), Budgets(), 1.0, 0)
+
+    prompt = with_images(traj.prompt, traj.prompt_images, pad)
+    datum = trajectory_datum(prompt, traj.tokens, traj.mask, traj.logprobs, 1.0, traj.images, pad)
+    assert [c.type for c in datum.model_input.chunks].count("image") == 2
+    assert datum.model_input.length == len(traj.prompt) + len(traj.tokens) - 1
+    adv = datum.loss_fn_inputs["advantages"].to_numpy()[len(traj.prompt) - 1:]
+    assert adv.tolist() == [float(m) for m in traj.mask]
+
+    real = tc.save_weights_and_get_sampling_client()
+    stream = with_images(traj.prompt + traj.tokens, traj.prompt_images + traj.images, pad)
+    scored = real.compute_logprobs(stream).result()
+    trained = tc.forward([datum], "importance_sampling").result().loss_fn_outputs[0]["logprobs"].to_numpy()
+    policy = [len(traj.prompt) + i for i, m in enumerate(traj.mask) if m]
+    np.testing.assert_allclose([trained[p - 1] for p in policy], [scored[p] for p in policy], atol=1e-4)
+
+
+def test_the_env_check_accepts_image_content_and_refuses_malformed_parts():
+    from arl.envs import check_env
+
+    check_env(ZoomEnv(png(), png("blue")))
+
+    class NoBytes(ZoomEnv):
+        def initial_messages(self):
+            return [{"role": "user", "content": [{"type": "image", "image": "not-bytes"}]}]
+    with pytest.raises(AssertionError, match="text/image parts"):
+        check_env(NoBytes(png(), png()))
+
+
+def test_spec_o3_episode_stream_masks_and_demonstration(service, processor):
+    """A Spec-o3 episode on the tiny VLM (a zoom into the deciding window, then the answer): the tool's PNG
+    enters the stream as an observation, only the policy's tokens carry advantage, and the written
+    demonstration of the same conversation lays out the same stream with the same images."""
+    from arl.data import spectra
+    from arl.envs import format_tool_call
+    from arl.envs.spec_o3 import SpecEnv
+    from arl.models.images import with_images
+    from arl.rollout import Budgets, ChatTokens, rollout_groups, sft_datum, trajectory_datum
+    from arl.rollout.multiturn import demonstration_images
+
+    tok = service.create_full_training_client(VLM, seed=0).get_tokenizer()
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    chat = ChatTokens(tok, processor=processor)
+    q = spectra.make_split(0, 0, 1)[2][0]
+    call = format_tool_call(spectra.TOOL_NAME, {"wavelength_range": list(q.deciding_window)})
+    answer = f"Seen. <answer>\\boxed{{{q.answer}}}</answer>"
+    (traj,) = rollout_groups(Scripted(chat, [call, answer]), [[SpecEnv(q)]], chat, Budgets(max_turns=3), 1.0, 0)[0]
+    assert traj.reward == 1.0 and traj.stop_reason == "answered"
+    assert [c.data for c in traj.images] == [spectra.visualize(q.spectrum, list(q.deciding_window))]
+    written = [t for text in (call, answer) for t in chat.assistant_tokens(text)]
+    prompt = with_images(traj.prompt, traj.prompt_images, pad)
+    datum = trajectory_datum(prompt, traj.tokens, traj.mask, traj.logprobs, 1.0, traj.images, pad)
+    targets, adv = datum.loss_fn_inputs["target_tokens"].tolist(), datum.loss_fn_inputs["advantages"].tolist()
+    assert [t for t, a in zip(targets, adv) if a != 0] == written
+    messages = [{"role": "assistant", "content": call},
+                {"role": "tool", "content": [{"type": "image", "image": traj.images[0].data}]},
+                {"role": "assistant", "content": answer}]
+    demo_prompt, tokens, source, images = demonstration_images(chat, SpecEnv(q).initial_messages(), SpecEnv(q).tools,
+                                                               messages, 64)
+    assert (tokens, source, [c.data for c in images]) == (traj.tokens, traj.source, [c.data for c in traj.images])
+    assert demo_prompt == prompt
+    weights = sft_datum(demo_prompt, tokens, [int(s == "A") for s in source], images, pad).loss_fn_inputs["weights"]
+    assert [t for t, w in zip(targets, weights.tolist()) if w != 0] == written

@@ -81,17 +81,51 @@ def as_model_input(prompt: ModelInput | Sequence[int]) -> ModelInput:
     return prompt if isinstance(prompt, ModelInput) else ModelInput.from_ints(list(prompt))
 
 
-def extend(prompt: ModelInput | Sequence[int], tokens: Sequence[int]) -> ModelInput:
-    """`prompt` followed by `tokens` (one text chunk appended, merged into a trailing text chunk)."""
+def with_images(ids: Sequence[int], images: Sequence[ImageChunk], image_pad_id: int) -> ModelInput:
+    """Token ids in which each image already takes its `expected_tokens` `<|image_pad|>` positions (a
+    multi-turn stream, as `ImageEncoder.expand` lays one out) as text / image chunks: the i-th run of
+    placeholders becomes `images[i]`. The inverse of `expand` on the ids."""
+    chunks: list = []
+    text: list[int] = []
+    queue, i = list(images), 0
+    while i < len(ids):
+        if ids[i] != image_pad_id:
+            text.append(ids[i])
+            i += 1
+            continue
+        if not queue:
+            raise ValueError(f"with_images: an {IMAGE_PAD} at position {i} has no image left to stand for")
+        image = queue.pop(0)
+        run = ids[i:i + image.expected_tokens]
+        if len(run) < image.expected_tokens or any(t != image_pad_id for t in run):
+            raise ValueError(f"with_images: the image at position {i} needs {image.expected_tokens} {IMAGE_PAD} "
+                             "positions in a row (expand each placeholder to the image's expected_tokens)")
+        if text:
+            chunks.append(EncodedTextChunk(tokens=text))
+            text = []
+        chunks.append(image)
+        i += image.expected_tokens
+    if queue:
+        raise ValueError(f"with_images: {len(queue)} images are left without {IMAGE_PAD} positions")
+    if text:
+        chunks.append(EncodedTextChunk(tokens=text))
+    return ModelInput(chunks=chunks)
+
+
+def extend(prompt: ModelInput | Sequence[int], tokens: Sequence[int], images: Sequence[ImageChunk] = (),
+           image_pad_id: int | None = None) -> ModelInput:
+    """`prompt` followed by `tokens` (merged into a trailing text chunk). `images`: those inside `tokens`
+    (a tool's image observations), each on its `expected_tokens` positions of `image_pad_id`."""
     head = as_model_input(prompt)
     if not tokens:
         return head
+    if images and image_pad_id is None:
+        raise ValueError("extend: images inside the tokens need the model's image_pad_id")
+    tail = list(with_images(tokens, images, image_pad_id).chunks) if images else [EncodedTextChunk(tokens=list(tokens))]
     chunks = list(head.chunks)
-    if chunks and isinstance(chunks[-1], EncodedTextChunk):
-        chunks[-1] = EncodedTextChunk(tokens=[*chunks[-1].tokens, *tokens])
-    else:
-        chunks.append(EncodedTextChunk(tokens=list(tokens)))
-    return ModelInput(chunks=chunks)
+    if chunks and isinstance(chunks[-1], EncodedTextChunk) and isinstance(tail[0], EncodedTextChunk):
+        chunks[-1] = EncodedTextChunk(tokens=[*chunks[-1].tokens, *tail.pop(0).tokens])
+    return ModelInput(chunks=chunks + tail)
 
 
 class ImageEncoder:

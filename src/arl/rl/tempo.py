@@ -154,7 +154,7 @@ def endpoint(start: MacroState, traj, env: Recorded, chat: ChatTokens, budgets) 
     inner, rounds = env.env, start.round + len(traj.turns)
     if traj.stop_reason != "max_turns" or rounds >= inner.max_steps:
         return None
-    after, _, _ = chat.after_turn(traj.turns[-1].tokens, env.last.messages, budgets.max_observation_tokens)
+    after, _, _, _ = chat.after_turn(traj.turns[-1].tokens, env.last.messages, budgets.max_observation_tokens)
     prefix = traj.prompt + traj.tokens + after
     if len(prefix) >= budgets.max_trajectory_tokens:
         return None

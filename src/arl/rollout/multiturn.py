@@ -12,6 +12,14 @@ generation header are appended as tokens. Each token carries a source letter:
 Budgets end a trajectory with a named reason (`TRUNCATIONS`); an environment ends it with its own
 ("answered", "malformed_call", ...). Observations longer than `max_observation_tokens` are cut and
 marked with `OBSERVATION_MARKER`.
+
+Images: a message's content may be a list of parts, `{"type": "text", "text": ...}` and
+`{"type": "image", "image": <PNG or JPEG bytes>}` (a vision model's opening figure, a tool's rendered
+window). In the stream an image takes its `expected_tokens` `<|image_pad|>` positions between
+`<|vision_start|>` and `<|vision_end|>` (source P in the prompt, O in an observation), and the images
+travel beside the ids in order (`Trajectory.prompt_images`, `Turn.images`); `arl.models.images.with_images`
+turns the two into the `ModelInput` the sampler and the datums take. Only the text of an image
+observation counts against `max_observation_tokens`.
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..models.images import IMAGE_PAD, image_chunk, with_images
 from ..tools.calls import tool_schema
-from ..types import ModelInput, SamplingParams
+from ..types import ImageChunk, ModelInput, SamplingParams
 from .seeds import branch_request
 
 if TYPE_CHECKING:
@@ -79,10 +88,16 @@ class Turn:
     observations: list[str] = field(default_factory=list)
     reward: float = 0.0
     metrics: dict[str, float] = field(default_factory=dict)
+    images: list[ImageChunk] = field(default_factory=list)
+    """The observation images appended after the turn, in order (their positions are in `tokens`)."""
 
-    def to_json(self) -> dict:
-        return {"tokens": self.tokens, "source": self.source, "logprobs": self.logprobs, "text": self.text,
-                "observations": self.observations, "reward": self.reward, "metrics": self.metrics}
+    def to_json(self, save_image=None) -> dict:
+        """The turn as a row; `save_image` (`RunDir.save_image`) stores its images and names them."""
+        out = {"tokens": self.tokens, "source": self.source, "logprobs": self.logprobs, "text": self.text,
+               "observations": self.observations, "reward": self.reward, "metrics": self.metrics}
+        if self.images and save_image is not None:
+            out["images"] = [save_image(c.data) for c in self.images]
+        return out
 
 
 @dataclass
@@ -94,6 +109,8 @@ class Trajectory:
     stop_reason: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     """Per-turn counts summed over the episode (tool_calls, tool_errors, ...), plus `turns`."""
+    prompt_images: list[ImageChunk] = field(default_factory=list)
+    """The images of the prompt, in order (their positions are in `prompt`)."""
 
     @property
     def truncated(self) -> bool:
@@ -118,10 +135,19 @@ class Trajectory:
     def logprobs(self) -> list[float]:
         return [lp for turn in self.turns for lp in turn.logprobs]
 
-    def to_json(self) -> dict:
-        """The episode as a rollout row (its advantage, a training step's value, is the caller's to add)."""
-        return {"prompt_tokens": self.prompt, "turns": [t.to_json() for t in self.turns], "reward": self.reward,
-                "stop_reason": self.stop_reason, "truncated": self.truncated, "metrics": self.metrics}
+    @property
+    def images(self) -> list[ImageChunk]:
+        """The observation images inside `tokens`, in order (the prompt's are `prompt_images`)."""
+        return [c for turn in self.turns for c in turn.images]
+
+    def to_json(self, save_image=None) -> dict:
+        """The episode as a rollout row (its advantage, a training step's value, is the caller's to add);
+        `save_image` (`RunDir.save_image`) stores its images, which the row then names."""
+        out = {"prompt_tokens": self.prompt, "turns": [t.to_json(save_image) for t in self.turns], "reward": self.reward,
+               "stop_reason": self.stop_reason, "truncated": self.truncated, "metrics": self.metrics}
+        if self.prompt_images and save_image is not None:
+            out["images"] = [save_image(c.data) for c in self.prompt_images]
+        return out
 
 
 class ChatTokens:
@@ -129,10 +155,14 @@ class ChatTokens:
     assistant turn, and how observation messages (and the next generation header) are laid out."""
 
     _PROBE = [{"role": "user", "content": "u"}]
+    _SLOT = "\ue000{}\ue000"
+    """Stands in for an image-bearing observation while the template lays the messages out."""
 
-    def __init__(self, tokenizer, tool_schemas: bool = True):
+    def __init__(self, tokenizer, tool_schemas: bool = True, processor=None):
         self.tokenizer = tokenizer
         self.tool_schemas = tool_schemas
+        self.processor = processor
+        """A vision model's image processor (`arl.models.load_image_processor`): needed for image parts."""
         head = self._render(self._PROBE, True)
         closed = self._render(self._PROBE + [{"role": "assistant", "content": "x"}], False)
         if not closed.startswith(head + "x"):
@@ -163,6 +193,52 @@ class ChatTokens:
             text = self._render(messages, True)
         return self.encode(text)
 
+    def prompt_stream(self, messages: list[dict], tools: Sequence) -> tuple[list[int], list[ImageChunk]]:
+        """`prompt` for messages that may hold image parts: (ids with each image on its `expected_tokens`
+        placeholder positions, the images in order)."""
+        images = [self._image(part["image"]) for m in messages if not isinstance(m["content"], str)
+                  for part in m["content"] if part["type"] == "image"]
+        ids = self.prompt(messages, tools)
+        if not images:
+            return ids, []
+        pad = self.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
+        at = [i for i, t in enumerate(ids) if t == pad]
+        if len(at) != len(images):
+            raise ValueError(f"chat template rendered {len(at)} {IMAGE_PAD} for {len(images)} image parts")
+        out, start = [], 0
+        for i, image in zip(at, images):
+            out += ids[start:i] + [pad] * image.expected_tokens
+            start = i + 1
+        return out + ids[start:], images
+
+    def _image(self, data: bytes) -> ImageChunk:
+        if self.processor is None:
+            raise ValueError("a message holds an image, but ChatTokens has no image processor: build it with "
+                             "processor=arl.models.load_image_processor(model) (a vision-language model)")
+        return image_chunk(data, self.processor)
+
+    def _observation(self, content, max_observation_tokens: int) -> tuple[list[int], str, list[ImageChunk]]:
+        """(ids, text for the log, images) of one observation's content: its text sanitised and cut to
+        `max_observation_tokens`, each image as `<|vision_start|>`, its placeholders, `<|vision_end|>`."""
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        ids, text, images, budget = [], [], [], max_observation_tokens
+        for part in parts:
+            if part["type"] == "image":
+                image = self._image(part["image"])
+                images.append(image)
+                ids += self.encode("<|vision_start|>") + [self.tokenizer.convert_tokens_to_ids(IMAGE_PAD)] * \
+                    image.expected_tokens + self.encode("<|vision_end|>")
+                text.append(f"[image, {image.expected_tokens} positions]")
+                continue
+            piece = self.encode(self.sanitise(part["text"]))
+            if len(piece) > budget:
+                marker = self.encode(OBSERVATION_MARKER)
+                piece = piece[:max(budget - len(marker), 0)] + marker
+            budget = max(budget - len(piece), 0)
+            ids += piece
+            text.append(self.tokenizer.decode(piece))
+        return ids, "".join(text), images
+
     def sanitise(self, text: str) -> str:
         """Observation text with special-token spellings defused, so a tool cannot close the turn."""
         for special in self._specials:
@@ -174,37 +250,36 @@ class ChatTokens:
         return self.encode(content) + [self.tokenizer.eos_token_id]
 
     def after_turn(self, sampled: Sequence[int], observations: Sequence[dict], max_observation_tokens: int,
-                   next_turn: bool = True) -> tuple[list[int], str, list[str]]:
-        """(tokens, sources, observation texts) to append after a turn's sampled tokens: the part of the
-        template's closing the sampler did not produce, each observation message (its content cut to
-        `max_observation_tokens`), and, when `next_turn`, the next generation header."""
+                   next_turn: bool = True) -> tuple[list[int], str, list[str], list[ImageChunk]]:
+        """(tokens, sources, observation texts, observation images) to append after a turn's sampled
+        tokens: the part of the template's closing the sampler did not produce, each observation message
+        (its text cut to `max_observation_tokens`; an image on its placeholder positions), and, when
+        `next_turn`, the next generation header."""
         overlap = max((k for k in range(len(self.closing) + 1) if list(sampled[len(sampled) - k:]) == self.closing[:k]),
                       default=0)
         tokens, source = self.closing[overlap:], TEMPLATE * (len(self.closing) - overlap)
         if not observations:
-            return tokens, source, []
-        contents = []
-        for m in observations:
-            ids = self.encode(self.sanitise(m["content"]))
-            if len(ids) > max_observation_tokens:
-                marker = self.encode(OBSERVATION_MARKER)
-                ids = ids[:max(max_observation_tokens - len(marker), 0)] + marker
-            contents.append(ids)
-        texts = [self.tokenizer.decode(ids) for ids in contents]
+            return tokens, source, [], []
+        encoded = [self._observation(m["content"], max_observation_tokens) for m in observations]
+        # a text observation is laid out as its decoded text (the template may only wrap it); one with an
+        # image as a slot string, whose place in the layout its ids then take
+        shown = [text if isinstance(m["content"], str) else self._SLOT.format(k)
+                 for k, (m, (_, text, _)) in enumerate(zip(observations, encoded))]
         base = self._PROBE + [{"role": "assistant", "content": "x"}]
         closed = self._render(base, False)
-        full = self._render(base + [{**m, "content": t} for m, t in zip(observations, texts)], next_turn)
+        full = self._render(base + [{**m, "content": t} for m, t in zip(observations, shown)], next_turn)
         if not full.startswith(closed):
             raise ValueError("chat template: observations do not extend the conversation")
         layout, pos = full[len(closed):], 0
-        for ids, text in zip(contents, texts):
+        for (ids, _, _), text in zip(encoded, shown):
             at = layout.find(text, pos)
             wrapper = self.encode(layout[pos:at])
             tokens = tokens + wrapper + ids
             source += TEMPLATE * len(wrapper) + OBSERVATION * len(ids)
             pos = at + len(text)
         tail = self.encode(layout[pos:])
-        return tokens + tail, source + TEMPLATE * len(tail), texts
+        return (tokens + tail, source + TEMPLATE * len(tail), [text for _, text, _ in encoded],
+                [c for _, _, images in encoded for c in images])
 
     def strip_end(self, sampled: Sequence[int]) -> str:
         """The assistant message of sampled tokens: decoded with special tokens kept (a `<tool_call>`
@@ -219,8 +294,20 @@ def demonstration_stream(chat: ChatTokens, opening: list[dict], tools: Sequence,
                          max_observation_tokens: int) -> tuple[list[int], list[int], str]:
     """(prompt, tokens, sources) of a written conversation (`messages`: the assistant and tool turns after
     `opening`), laid out exactly as a rollout in which the policy wrote those assistant turns: so SFT
-    on demonstrations trains the same token streams that RL later samples and trains."""
-    prompt, tokens, source = chat.prompt(opening, tools), [], ""
+    on demonstrations trains the same token streams that RL later samples and trains. Text only; a
+    conversation with images: `demonstration_images`."""
+    prompt, tokens, source, images = demonstration_images(chat, opening, tools, messages, max_observation_tokens)
+    if images or any(isinstance(c, ImageChunk) for c in prompt.chunks):
+        raise ValueError("demonstration_stream: the conversation holds images; use demonstration_images")
+    return prompt.to_ints(), tokens, source
+
+
+def demonstration_images(chat: ChatTokens, opening: list[dict], tools: Sequence, messages: Sequence[dict],
+                         max_observation_tokens: int) -> tuple[ModelInput, list[int], str, list[ImageChunk]]:
+    """`demonstration_stream` for a conversation that may hold images: (the prompt as a `ModelInput`,
+    tokens, sources, the observation images inside the tokens in order)."""
+    prompt_ids, prompt_images = chat.prompt_stream(opening, tools)
+    tokens, source, images = [], "", []
     i = 0
     while i < len(messages):
         if messages[i]["role"] != "assistant":
@@ -229,18 +316,22 @@ def demonstration_stream(chat: ChatTokens, opening: list[dict], tools: Sequence,
         j = i + 1
         while j < len(messages) and messages[j]["role"] != "assistant":
             j += 1
-        after, after_source, _ = chat.after_turn(sampled, messages[i + 1:j], max_observation_tokens) if j > i + 1 \
-            else ([], "", [])
+        after, after_source, _, seen = chat.after_turn(sampled, messages[i + 1:j], max_observation_tokens) \
+            if j > i + 1 else ([], "", [], [])
         tokens += sampled + after
         source += POLICY * len(sampled) + after_source
+        images += seen
         i = j
-    return prompt, tokens, source
+    pad = chat.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
+    prompt = with_images(prompt_ids, prompt_images, pad) if prompt_images else ModelInput.from_ints(prompt_ids)
+    return prompt, tokens, source, images
 
 
 @dataclass
 class _Branch:
     env: Env
     prompt: list[int]
+    prompt_images: list[ImageChunk] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     length: int = 0
     tool_calls: int = 0
@@ -255,7 +346,13 @@ class _Branch:
 
     def trajectory(self) -> Trajectory:
         return Trajectory(self.prompt, self.turns, self.reward, self.stop_reason,
-                          {**self.metrics, "turns": float(len(self.turns))})
+                          {**self.metrics, "turns": float(len(self.turns))}, self.prompt_images)
+
+    def stream(self, image_pad_id: int) -> ModelInput:
+        """Everything so far (prompt, turns, observations) as the sampler's input, images in place."""
+        ids = self.prompt + [x for turn in self.turns for x in turn.tokens]
+        images = self.prompt_images + [c for turn in self.turns for c in turn.images]
+        return with_images(ids, images, image_pad_id) if images else ModelInput.from_ints(ids)
 
 
 def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, budgets: Budgets,
@@ -276,11 +373,12 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
         opening = [e.initial_messages() for e in envs]
         if any(o != opening[0] for o in opening):
             raise ValueError(f"group {g}: its environments open with different messages; a group shares one prompt")
-        prompt = chat.prompt(opening[0], envs[0].tools) if prompts is None else list(prompts[g])
+        prompt, images = chat.prompt_stream(opening[0], envs[0].tools) if prompts is None else (list(prompts[g]), [])
         if len(prompt) >= budgets.max_trajectory_tokens:
             raise ValueError(f"max_trajectory_tokens={budgets.max_trajectory_tokens}: group {g}'s prompt alone has "
                              f"{len(prompt)} tokens; raise the budget or shorten the prompt")
-        branches.append([_Branch(e, prompt, length=len(prompt)) for e in envs])
+        branches.append([_Branch(e, prompt, images, length=len(prompt)) for e in envs])
+    pad = chat.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
     stop = [chat.tokenizer.eos_token]
     live = [(g, b) for g, bs in enumerate(branches) for b, br in enumerate(bs)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -296,10 +394,9 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
                 params = SamplingParams(max_tokens=limit, temperature=temperature, stop=stop,
                                         seed=seed + branch_request(t, g, 0 if t == 0 else b))
                 if t == 0 and b == 0:  # the group's first turn: one request for all its branches
-                    requests[(g, b)] = (sampler.sample(ModelInput.from_ints(br.prompt), len(branches[g]), params), limit)
+                    requests[(g, b)] = (sampler.sample(br.stream(pad), len(branches[g]), params), limit)
                 elif t > 0:
-                    stream = br.prompt + [x for turn in br.turns for x in turn.tokens]
-                    requests[(g, b)] = (sampler.sample(ModelInput.from_ints(stream), 1, params), limit)
+                    requests[(g, b)] = (sampler.sample(br.stream(pad), 1, params), limit)
             sampled = {}
             for (g, b), (future, limit) in requests.items():
                 for k, seq in enumerate(future.result().sequences):
@@ -346,7 +443,7 @@ def _extend(br: _Branch, turn: Turn, result, sampled: Sequence[int], chat: ChatT
     if t + 1 >= budgets.max_turns:
         br.end("max_turns", br.env.truncation_reward)
         return False
-    tokens, source, texts = chat.after_turn(sampled, result.messages, budgets.max_observation_tokens)
+    tokens, source, texts, images = chat.after_turn(sampled, result.messages, budgets.max_observation_tokens)
     if br.length + len(tokens) >= budgets.max_trajectory_tokens:
         br.end("max_trajectory_tokens", br.env.truncation_reward)
         return False
@@ -355,6 +452,7 @@ def _extend(br: _Branch, turn: Turn, result, sampled: Sequence[int], chat: ChatT
     turn.source += source
     turn.logprobs += [0.0] * len(tokens)
     turn.observations = texts
+    turn.images = images
     br.length += len(tokens)
     return True
 
