@@ -4,6 +4,8 @@ import math
 from concurrent.futures import Future
 from types import SimpleNamespace
 
+import pytest
+
 from arl.eval import evaluate
 from arl.rewards import any_format_reward, boxed_reward, extract_boxed
 
@@ -56,3 +58,17 @@ def test_items_to_resolve_by_hand():
     assert items_to_resolve(diffs) == 785
     assert items_to_resolve(diffs, power=0.5) == math.ceil((1.959964 / 0.1) ** 2)
     assert items_to_resolve([0.0, 0.0]) is None and items_to_resolve([1.0]) is None
+
+
+def test_positive_f1_and_macro_f1_by_hand():
+    from arl.eval.stats import macro_f1, positive_f1
+
+    # TP 1 (item 0), FN 2 (item 1 said NO, item 2 unreadable), FP 2 (item 3 said YES, item 4 unreadable): 2/(2+2+2)
+    golds = ["YES", "YES", "YES", "NO", "NO", "NO"]
+    preds = ["YES", "NO", None, "YES", None, "NO"]
+    assert positive_f1(golds, preds) == 2 / 6
+    assert positive_f1(["NO"], ["NO"]) == 0.0  # nothing to score
+    overall, per_task = macro_f1(["cv", "cv", "wd", "wd"], ["YES", "NO", "YES", "NO"], ["YES", "NO", "NO", "NO"])
+    assert per_task == {"cv": 1.0, "wd": 0.0} and overall == 0.5
+    with pytest.raises(ValueError, match="3 tasks, 2 gold labels"):
+        macro_f1(["a", "b", "c"], ["YES", "NO"], ["YES", "NO"])

@@ -122,3 +122,26 @@ def test_choice_reward_reads_the_last_boxed_letter():
     assert choice_reward("\\boxed{A} no wait \\boxed{C}", "A") == 0.0  # the last box counts
     assert extract_choice("\\boxed{E}") is None and extract_choice("\\boxed{AB}") is None
     assert extract_choice("B") is None and choice_reward("The answer is B", "B") == 0.0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Emission lines. <answer>\\boxed{YES} narrow He II</answer>", "YES"),
+    ("<answer>\\boxed{YES}</answer> then again <answer>\\boxed{NO}</answer>", "NO"),  # the last block counts
+    ("<answer>\\boxed{ NO }</answer>", "NO"),
+    ("\\boxed{YES}", None),  # no answer block
+    ("<answer>\\boxed{YES}", None),  # the block never closes
+    ("<answer>yes</answer>", None),  # no box
+    ("<answer>\\boxed{MAYBE}</answer>", None),
+])
+def test_extract_vetting(text, expected):
+    from arl.rewards import extract_vetting
+
+    assert extract_vetting(text) == expected
+
+
+def test_vetting_reward_is_correct_minus_a_fifth_for_bad_format():
+    from arl.rewards import vetting_reward
+
+    assert vetting_reward("<answer>\\boxed{YES}</answer>", "YES") == 1.0
+    assert vetting_reward("<answer>\\boxed{NO}</answer>", "YES") == 0.0
+    assert vetting_reward("YES", "YES") == -0.2

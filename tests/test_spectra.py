@@ -205,3 +205,30 @@ def test_deciding_feature_needs_the_zoom(capsys):
         assert max(auc_full, 1 - auc_full) <= 0.97, lines[-1]
     with capsys.disabled():
         print("\nfull view vs deciding-window zoom (look-alike negatives):\n" + "\n".join(lines))
+
+
+def test_spec_env_zooms_into_an_image_and_grades_the_answer():
+    """The tool answers a window with the rendered PNG as an image observation (text when the window is
+    empty), the answer is graded 1 / 0 / -0.2, and the no-tool control offers no tool."""
+    from arl.envs import format_tool_call
+    from arl.envs.spec_o3 import SpecEnv
+
+    _, _, test = S.make_split(0, 0, 2)
+    q = test[0]
+    env = SpecEnv(q)
+    opening = env.initial_messages()[0]["content"]
+    assert opening[0] == {"type": "image", "image": S.full_view(q.spectrum)} and "Is this object" in opening[1]["text"]
+    window = list(q.deciding_window)
+    result = env.step({"role": "assistant", "content": format_tool_call("spectral_visualization_tool",
+                                                                         {"wavelength_range": window})})
+    assert result.messages == [{"role": "tool", "content": [{"type": "image", "image": S.visualize(q.spectrum, window)}]}]
+    empty = env.step({"role": "assistant", "content": format_tool_call("spectral_visualization_tool",
+                                                                        {"wavelength_range": [100, 110]})})
+    assert isinstance(empty.messages[0]["content"], str) and empty.messages[0]["content"].startswith("Only 0 points")
+    other = "NO" if q.answer == "YES" else "YES"
+    for text, reward, prediction in [(f"<answer>\\boxed{{{q.answer}}}</answer>", 1.0, q.answer),
+                                     (f"<answer>\\boxed{{{other}}}</answer>", 0.0, other), ("I think so.", -0.2, None)]:
+        env = SpecEnv(q)
+        graded = env.step({"role": "assistant", "content": text})
+        assert graded.done and graded.reward == reward and env.prediction == prediction
+    assert SpecEnv(q, tool=False).tools == ()

@@ -53,7 +53,8 @@ class Env(Protocol):
 class ToolEnv:
     """Turn handling that tool-using environments share.
 
-    A turn with tool calls runs them all, in order (a tool that raises becomes an error observation),
+    A turn with tool calls runs them all, in order (a tool that raises becomes an error observation; one
+    that returns bytes, an encoded image, becomes an image observation),
     and answers with one `tool` message per call: a prompt may ask for one call per turn, but extra
     calls are not malformed, they count against the rollout's `max_tool_calls`; a turn whose call cannot be parsed ends the episode with
     `malformed_reward` ("malformed_call"); a turn without a call is the final answer, which `grade`
@@ -79,7 +80,9 @@ class ToolEnv:
             reward, metrics = self.grade(message["content"])
             return StepResult([], reward, True, "answered", metrics)
         outputs = [call_tool(self.tools, call) for call in parsed]
-        return StepResult([{"role": "tool", "content": text} for text, _ in outputs],
+        # a tool that returns bytes returned an image (Spec-o3's rendered window)
+        return StepResult([{"role": "tool", "content": out if isinstance(out, str) else [{"type": "image", "image": out}]}
+                           for out, _ in outputs],
                           metrics={"tool_calls": float(len(outputs)), "tool_errors": float(sum(not ok for _, ok in outputs))})
 
 
@@ -92,7 +95,7 @@ class EnvSpec:
 
 
 REGISTRY: dict[str, EnvSpec] = {}
-ENV_MODULES = ("arl.envs.search_r1", "arl.envs.retool", "arl.envs.textworld")
+ENV_MODULES = ("arl.envs.search_r1", "arl.envs.retool", "arl.envs.textworld", "arl.envs.spec_o3")
 """Every module that registers an environment: a new environment adds its module here."""
 
 
@@ -113,15 +116,16 @@ def registered() -> dict[str, EnvSpec]:
 def check_env(env: Env) -> None:
     """The conformance check every registered environment passes (raises AssertionError naming the rule).
 
-    Opening messages are well-formed chat messages ending with a user turn; every tool has a schema;
+    Opening messages are well-formed chat messages ending with a user turn (content: a string, or a list of
+    `{"type": "text", "text": str}` and `{"type": "image", "image": bytes}` parts); every tool has a schema;
     a final answer ends the episode with a named reason and a finite reward; an unreadable tool call
     ends it as "malformed_call"; a well-formed call to each tool is answered with tool messages and
     does not end it; observations are strings; rewards are finite floats.
     """
     assert isinstance(env, Env), f"{type(env).__name__} does not implement the Env protocol"
     opening = env.initial_messages()
-    assert opening and all(m.get("role") in ROLES and isinstance(m.get("content"), str) for m in opening), \
-        "initial_messages: a non-empty list of {role, content: str} messages"
+    assert opening and all(m.get("role") in ROLES and _content_ok(m.get("content")) for m in opening), \
+        "initial_messages: a non-empty list of {role, content} messages (content: str or text/image parts)"
     assert opening[-1]["role"] == "user", "initial_messages must end with the user turn the model answers"
     assert math.isfinite(env.truncation_reward), "truncation_reward must be a finite float"
     for tool in env.tools:
@@ -133,8 +137,8 @@ def check_env(env: Env) -> None:
         assert isinstance(result, StepResult), "step must return a StepResult"
         assert math.isfinite(result.reward), f"step({message!r}): reward {result.reward} is not finite"
         assert result.done == (result.stop_reason is not None), "stop_reason is set exactly when done"
-        assert all(m.get("role") in ("tool", "user") and isinstance(m.get("content"), str) for m in result.messages), \
-            "observations are tool or user messages with string content"
+        assert all(m.get("role") in ("tool", "user") and _content_ok(m.get("content")) for m in result.messages), \
+            "observations are tool or user messages whose content is a string or text/image parts"
         if expect == "call":
             assert not result.done and len(result.messages) == 1 and result.messages[0]["role"] == "tool", \
                 f"a well-formed call ({message!r}) gets one tool message and the episode goes on"
@@ -144,7 +148,18 @@ def check_env(env: Env) -> None:
             assert result.stop_reason == "malformed_call", "an unreadable tool call ends as 'malformed_call'"
 
 
+def _content_ok(content) -> bool:
+    """A message's content: a string, or a non-empty list of text parts (a string) and image parts (bytes)."""
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and bool(content) and all(
+        (p.get("type") == "text" and isinstance(p.get("text"), str))
+        or (p.get("type") == "image" and isinstance(p.get("image"), bytes | bytearray) and len(p["image"]) > 0)
+        for p in content if isinstance(p, dict)) and all(isinstance(p, dict) for p in content)
+
+
 def _example_arguments(tool: Callable) -> dict:
     props = tool_schema(tool)["function"]["parameters"]["properties"]
     values = {"string": "example", "integer": 1, "number": 1.0, "boolean": True}
-    return {name: values[p["type"]] for name, p in props.items()}
+    return {name: [values[p["items"]["type"]], 2 * values[p["items"]["type"]]] if p["type"] == "array" else values[p["type"]]
+            for name, p in props.items()}

@@ -98,3 +98,29 @@ def items_to_resolve(diffs: Sequence[float], power: float = 0.8) -> int | None:
     if mean == 0 or sd == 0:
         return None
     return math.ceil(((1.959964 + z_power) * sd / abs(mean)) ** 2)
+
+
+def positive_f1(golds: Sequence[str], preds: Sequence[str | None], positive: str = "YES") -> float:
+    """F1 of the positive class: 2 TP / (2 TP + FP + FN). An unreadable answer (None) counts as the wrong
+    label: a missed positive (FN) on a positive item, a false alarm (FP) on a negative one, as the
+    reference lab counts examples without an answer as wrong. 0.0 when there is nothing to score
+    (no positive item and no positive prediction)."""
+    if len(golds) != len(preds):
+        raise ValueError(f"positive_f1: {len(golds)} gold labels for {len(preds)} predictions")
+    tp = sum(g == positive and p == positive for g, p in zip(golds, preds))
+    fn = sum(g == positive and p != positive for g, p in zip(golds, preds))
+    fp = sum(g != positive and p != g for g, p in zip(golds, preds))
+    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+
+
+def macro_f1(tasks: Sequence[str], golds: Sequence[str], preds: Sequence[str | None],
+             positive: str = "YES") -> tuple[float, dict[str, float]]:
+    """(mean over tasks of each task's `positive_f1`, the per-task values): the Spec-o3 headline, "the
+    mean positive-class F1 over the tasks"."""
+    if not len(tasks) == len(golds) == len(preds):
+        raise ValueError(f"macro_f1: {len(tasks)} tasks, {len(golds)} gold labels, {len(preds)} predictions")
+    per_task = {}
+    for task in sorted(set(tasks)):
+        rows = [(g, p) for t, g, p in zip(tasks, golds, preds) if t == task]
+        per_task[task] = positive_f1([g for g, _ in rows], [p for _, p in rows], positive)
+    return (sum(per_task.values()) / len(per_task) if per_task else 0.0), per_task

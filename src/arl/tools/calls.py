@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+LIST_TYPES = {list[t]: name for t, name in JSON_TYPES.items()}
+"""`list[float]` and the like: a JSON array of that type (Spec-o3's `wavelength_range`)."""
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _XML_CALL = re.compile(r"^\s*<function=([\w.-]+)>(.*)</function>\s*$", re.S)
 _XML_PARAM = re.compile(r"<parameter=([\w.-]+)>\n?(.*?)\n?</parameter>", re.S)
@@ -34,7 +36,8 @@ def tool_schema(fn: Callable) -> dict:
     """The `{"type": "function", "function": {name, description, parameters}}` schema of `fn`.
 
     The description is the docstring's first paragraph; each parameter's description is its line
-    under `Args:`; types come from the annotations (str, int, float, bool). A parameter without an
+    under `Args:`; types come from the annotations (str, int, float, bool, or a list of one of them). A
+    parameter without an
     annotation or an `Args:` line is an error naming it: the model would be told nothing about it.
     """
     doc = inspect.getdoc(fn)
@@ -45,11 +48,14 @@ def tool_schema(fn: Callable) -> dict:
     hints = typing.get_type_hints(fn)
     properties, required = {}, []
     for name, param in inspect.signature(fn).parameters.items():
-        if hints.get(name) not in JSON_TYPES:
-            raise ValueError(f"tool {fn.__name__}: annotate parameter {name!r} as str, int, float or bool")
+        hint = hints.get(name)
+        if hint not in JSON_TYPES and hint not in LIST_TYPES:
+            raise ValueError(f"tool {fn.__name__}: annotate parameter {name!r} as str, int, float or bool "
+                             "(or a list of one of them)")
         if name not in arg_docs:
             raise ValueError(f"tool {fn.__name__}: describe parameter {name!r} under 'Args:' in the docstring")
-        properties[name] = {"type": JSON_TYPES[hints[name]], "description": arg_docs[name].strip()}
+        kind = {"type": JSON_TYPES[hint]} if hint in JSON_TYPES else {"type": "array", "items": {"type": LIST_TYPES[hint]}}
+        properties[name] = {**kind, "description": arg_docs[name].strip()}
         if param.default is inspect.Parameter.empty:
             required.append(name)
     return {"type": "function", "function": {"name": fn.__name__, "description": summary,
@@ -115,10 +121,11 @@ def _parse_body(body: str) -> ToolCall | MalformedCall:
     return ToolCall(obj["name"], obj.get("arguments", {}))
 
 
-def call_tool(tools: Sequence[Callable], call: ToolCall) -> tuple[str, bool]:
-    """(observation text, ok): the tool's return value, or an error observation when the name is
-    unknown, the arguments do not fit its signature, or the tool raises: an agent's mistake (or a
-    tool's failure) is something to observe and learn from, never a crashed rollout."""
+def call_tool(tools: Sequence[Callable], call: ToolCall) -> tuple[str | bytes, bool]:
+    """(observation, ok): the tool's return value (text, or bytes: an encoded image, which the
+    environment returns as an image observation), or an error observation when the name is unknown,
+    the arguments do not fit its signature, or the tool raises: an agent's mistake (or a tool's
+    failure) is something to observe and learn from, never a crashed rollout."""
     by_name = {t.__name__: t for t in tools}
     fn = by_name.get(call.name)
     if fn is None:
@@ -128,6 +135,7 @@ def call_tool(tools: Sequence[Callable], call: ToolCall) -> tuple[str, bool]:
     except TypeError as e:
         return f"Error: bad arguments for {call.name}: {e}", False
     try:
-        return str(fn(**call.arguments)), True
+        out = fn(**call.arguments)
+        return (bytes(out) if isinstance(out, bytes | bytearray) else str(out)), True
     except Exception as e:  # noqa: BLE001 - any tool failure becomes an observation (see docstring)
         return f"Error: {call.name} failed: {type(e).__name__}: {e}", False
