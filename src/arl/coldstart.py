@@ -18,7 +18,8 @@ from .data import Problem, format_privileged_prompt, format_prompt
 from .models import model_dir
 from .models.cache import read_manifest
 from .rollout import sft_datum
-from .rollout.multiturn import ChatTokens, demonstration_stream
+from .models.images import IMAGE_PAD
+from .rollout.multiturn import ChatTokens, demonstration_images, demonstration_stream
 from .track import progress
 from .types import AdamParams
 
@@ -89,10 +90,13 @@ def sft_examples(tokenizer, train: Sequence[Problem], targets: Sequence[str],
 def sft_step(client, batch: Sequence[tuple], adam: AdamParams):
     """One token-mean cross-entropy step on (prompt, completion) pairs, or (prompt, completion, mask)
     triples whose mask picks the tokens to learn (a multi-turn demonstration's assistant tokens, not
-    its observations): (forward_backward, optim_step) futures."""
+    its observations), with the images inside the tokens fourth: (forward_backward, optim_step) futures."""
     masks = [example[2] if len(example) > 2 else [1] * len(example[1]) for example in batch]
     n_tokens = sum(map(sum, masks))
-    datums = [sft_datum(example[0], example[1], [m / n_tokens for m in mask]) for example, mask in zip(batch, masks)]
+    # a demonstration with images inside its tokens carries them fourth (`demonstration_examples`)
+    pad = client.get_tokenizer().convert_tokens_to_ids(IMAGE_PAD) if any(len(e) > 3 and e[3] for e in batch) else None
+    datums = [sft_datum(example[0], example[1], [m / n_tokens for m in mask], example[3] if len(example) > 3 else (), pad)
+              for example, mask in zip(batch, masks)]
     return client.forward_backward(datums, "cross_entropy"), client.optim_step(adam)
 
 
@@ -112,15 +116,21 @@ def content_digest(shown) -> str:
 
 
 def demonstration_examples(tokenizer, tool_schemas: bool, conversations: Sequence[tuple],
-                           max_observation_tokens: int) -> list[tuple[list[int], list[int], list[int]]]:
+                           max_observation_tokens: int, processor=None) -> list[tuple]:
     """(prompt, tokens, mask) per multi-turn demonstration `(opening, tools, messages)`, laid out by
     `demonstration_stream` exactly as a rollout lays out its tokens, the mask picking the assistant's
-    (policy) tokens: the examples `run_cold_start` takes for an agent chapter."""
-    chat = ChatTokens(tokenizer, tool_schemas)
+    (policy) tokens: the examples `run_cold_start` takes for an agent chapter. With a vision model's
+    `processor`, conversations may hold images: (prompt as a ModelInput, tokens, mask, the observation
+    images inside the tokens), laid out by `demonstration_images`."""
+    chat = ChatTokens(tokenizer, tool_schemas, processor)
     out = []
     for opening, tools, messages in conversations:
-        prompt, tokens, source = demonstration_stream(chat, opening, tools, messages, max_observation_tokens)
-        out.append((prompt, tokens, [int(s == "A") for s in source]))
+        if processor is None:
+            prompt, tokens, source = demonstration_stream(chat, opening, tools, messages, max_observation_tokens)
+            out.append((prompt, tokens, [int(s == "A") for s in source]))
+        else:
+            prompt, tokens, source, images = demonstration_images(chat, opening, tools, messages, max_observation_tokens)
+            out.append((prompt, tokens, [int(s == "A") for s in source], images))
     return out
 
 

@@ -71,8 +71,8 @@ def episode_advantages(groups: Sequence[Sequence], scale: str) -> tuple[list[lis
     std; a degenerate group's all 0), the episodes with signal as `Rollout`s of their whole stream). The
     mask marks the policy's tokens: observation and template tokens are context, never trained."""
     adv_BG, _ = advantages.batch_advantages(episode_rewards(groups), scale)
-    return adv_BG, [Rollout(t.prompt, t.tokens, t.logprobs, a, t.mask) for g, adv_G in zip(groups, adv_BG)
-                    for t, a in zip(g, adv_G) if a]
+    return adv_BG, [Rollout(t.model_prompt, t.tokens, t.logprobs, a, t.mask, t.images, t.image_pad_id)
+                    for g, adv_G in zip(groups, adv_BG) for t, a in zip(g, adv_G) if a]
 
 
 def frac_degenerate(rewards_BG: Sequence[Sequence[float]]) -> float:

@@ -280,12 +280,12 @@ class AgentConfig(Group):
         calls = self.max_turns if self.max_tool_calls is None else self.max_tool_calls
         return Budgets(self.max_turns, calls, self.max_tokens, self.max_trajectory_tokens, self.max_observation_tokens)
 
-    def demonstration_cold_start(self, key: str, conversations: list[tuple], stages: int = 1) -> str | None:
+    def demonstration_cold_start(self, key: str, conversations: list[tuple], stages: int = 1, processor=None) -> str | None:
         """The cold start: SFT on `conversations` ((opening, tools, messages) each), laid out as a rollout
         lays out tokens and trained on the assistant tokens only; `key` names the demonstrations in the
         cache (by content, so a changed prompt or data trains anew). With `stages` > 1, stage k starts from
         stage k-1's weights (a fresh optimizer, the examples in another order), each cached on its own.
-        None when sft_steps = 0."""
+        `processor`: a vision model's, for conversations with images. None when sft_steps = 0."""
         if self.sft_steps == 0:
             return None
         path = None
@@ -293,7 +293,7 @@ class AgentConfig(Group):
             spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
                              data_seed=stage, init=path, task=key)
             path = run_cold_start(spec, conversations, lambda tokenizer: demonstration_examples(
-                tokenizer, self.tool_schemas, conversations, self.max_observation_tokens))
+                tokenizer, self.tool_schemas, conversations, self.max_observation_tokens, processor))
         return path
 
 

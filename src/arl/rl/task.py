@@ -105,6 +105,11 @@ class EnvTask:
     the held-out evaluation reports it under `eval/`."""
     prompt_key: str = "question"
     """The `describe` key the report's sampled episodes open with."""
+    processor: Any = None
+    """A vision model's image processor, for environments whose messages hold images (Spec-o3)."""
+    score: Callable[[Sequence], dict[str, float]] | None = None
+    """Scores of the held-out environments once played, beyond the episodes' own metrics (Spec-o3's
+    macro-F1 over its tasks); written into the evaluation with the summary."""
     _chats: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -116,7 +121,7 @@ class EnvTask:
     def chat(self, tokenizer) -> ChatTokens:
         """The chat template's pieces as tokens (built once per tokenizer)."""
         if id(tokenizer) not in self._chats:
-            self._chats[id(tokenizer)] = ChatTokens(tokenizer, self.tool_schemas)
+            self._chats[id(tokenizer)] = ChatTokens(tokenizer, self.tool_schemas, self.processor)
         return self._chats[id(tokenizer)]
 
     def envs(self, items: Sequence, copies: int = 1) -> list[list]:
@@ -128,12 +133,14 @@ class EnvTask:
             self.tool_metrics()  # what the tools did before counts elsewhere
         out = evaluate_agent(run, step, sampler, [self.env(x) for x in self.test], [self.tag(x) for x in self.test],
                              self.chat(tokenizer), self.budgets, [self.describe(x) for x in self.test],
-                             main=self.summary_keys[0], name=name, counters=self.counters, stop_reasons=self.stop_reasons)
+                             main=self.summary_keys[0], name=name, counters=self.counters, stop_reasons=self.stop_reasons,
+                             score=self.score)
         return {**out, **{f"eval/{k}": v for k, v in self.tool_metrics().items()}} if self.tool_metrics else out
 
-    def rows(self, items: Sequence, groups, adv_BG) -> list[dict]:
-        """One row per episode: its group, its item (`describe`), the whole trajectory and its advantage."""
-        return [{"group": i, **self.describe(x), **t.to_json(), "advantage": a}
+    def rows(self, items: Sequence, groups, adv_BG, save_image=None) -> list[dict]:
+        """One row per episode: its group, its item (`describe`), the whole trajectory and its advantage
+        (`save_image`, `RunDir.save_image`: its images stored in the run folder and named in the row)."""
+        return [{"group": i, **self.describe(x), **t.to_json(save_image), "advantage": a}
                 for i, (x, g, adv_G) in enumerate(zip(items, groups, adv_BG)) for t, a in zip(g, adv_G)]
 
     def report_rows(self, rows: list[dict]) -> list[dict]:

@@ -74,6 +74,9 @@ class Rollout:
     mask: list[int] | None = None
     """Multi-turn: 1 where the policy sampled the token, 0 at observation and template tokens (which
     are context, never trained on); None = every completion token is the policy's."""
+    images: list = field(default_factory=list)
+    """Image observations inside `tokens` (their positions hold `image_pad_id`), for `trajectory_datum`."""
+    image_pad_id: int | None = None
 
     def mask_T(self) -> list[int]:
         return self.mask if self.mask is not None else [1] * len(self.tokens)

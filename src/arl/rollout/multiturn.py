@@ -111,6 +111,13 @@ class Trajectory:
     """Per-turn counts summed over the episode (tool_calls, tool_errors, ...), plus `turns`."""
     prompt_images: list[ImageChunk] = field(default_factory=list)
     """The images of the prompt, in order (their positions are in `prompt`)."""
+    image_pad_id: int | None = None
+    """The tokenizer's `<|image_pad|>` id, which the images' positions hold."""
+
+    @property
+    def model_prompt(self) -> list[int] | ModelInput:
+        """The prompt as a datum takes it: token ids, or a `ModelInput` with its images in place."""
+        return with_images(self.prompt, self.prompt_images, self.image_pad_id) if self.prompt_images else self.prompt
 
     @property
     def truncated(self) -> bool:
@@ -332,6 +339,7 @@ class _Branch:
     env: Env
     prompt: list[int]
     prompt_images: list[ImageChunk] = field(default_factory=list)
+    image_pad_id: int | None = None
     turns: list[Turn] = field(default_factory=list)
     length: int = 0
     tool_calls: int = 0
@@ -346,7 +354,7 @@ class _Branch:
 
     def trajectory(self) -> Trajectory:
         return Trajectory(self.prompt, self.turns, self.reward, self.stop_reason,
-                          {**self.metrics, "turns": float(len(self.turns))}, self.prompt_images)
+                          {**self.metrics, "turns": float(len(self.turns))}, self.prompt_images, self.image_pad_id)
 
     def stream(self, image_pad_id: int) -> ModelInput:
         """Everything so far (prompt, turns, observations) as the sampler's input, images in place."""
@@ -368,6 +376,7 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
     with seed `seed + branch_request(t, g, b)` (turn 0: one request per group, branch 0), so a rollout
     is reproducible and no two requests of a run share a seed.
     """
+    pad = chat.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
     branches: list[list[_Branch]] = []
     for g, envs in enumerate(groups):
         opening = [e.initial_messages() for e in envs]
@@ -377,8 +386,7 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
         if len(prompt) >= budgets.max_trajectory_tokens:
             raise ValueError(f"max_trajectory_tokens={budgets.max_trajectory_tokens}: group {g}'s prompt alone has "
                              f"{len(prompt)} tokens; raise the budget or shorten the prompt")
-        branches.append([_Branch(e, prompt, images, length=len(prompt)) for e in envs])
-    pad = chat.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
+        branches.append([_Branch(e, prompt, images, pad, length=len(prompt)) for e in envs])
     stop = [chat.tokenizer.eos_token]
     live = [(g, b) for g, bs in enumerate(branches) for b, br in enumerate(bs)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
