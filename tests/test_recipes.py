@@ -4,6 +4,7 @@ steps, `--help` fields that the run reads), resuming after kill -9, and config e
 import ast
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,8 @@ STEP_KEYS = {
     "vision-grpo": {"reward/mean", "reward/frac_degenerate", "rollout/len_mean", "train/tokens", "time/sample",
                     "eval/accuracy", "eval/count/accuracy"},
     "vision-sft": {"loss/ce", "time/step", "time/trained", "eval/accuracy"},
+    "spec-o3": {"reward/mean", "reward/frac_degenerate", "rollout/correct", "rollout/answered", "rollout/tool_calls",
+                "train/tokens", "train/masked_tokens", "time/sample", "eval/macro_f1", "eval/cv/f1"},
     "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
              "opsd/student_probe_logprob", "reward/mean"},
     "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
@@ -71,7 +74,7 @@ EVALS = {
     "jev": {"step-0000", "step-0002", "calibration", "stages", "summary"},  # base, trained, trained + T per split
 }
 """Evaluations a smoke run writes (default: the step-0 one and the summary)."""
-MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd", "tempo")
+MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd", "tempo", "spec-o3")
 RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "vision-sft", "jev"})
 """Chapters that continue a killed run (the others are minutes long and refuse --resume)."""
 
@@ -186,6 +189,22 @@ def test_multi_turn_rows_and_their_token_page(chapter, smoke_run):
     page = arl_cli("show", str(run.path))
     last = LAST_STEP.get(chapter, 2)  # `arl show` pages the last step
     assert page.returncode == 0 and (run.path / f"show-step-{last:04d}.html").is_file(), page.stderr[-3000:]
+
+
+def test_spec_o3_rows_name_the_prompt_and_tool_images(smoke_run):
+    """A Spec-o3 episode that zoomed carries its full-view image and the tool's window, both stored in the
+    run folder; the held-out evaluation reports the macro-F1 and each task's F1."""
+    from arl.data import spectra
+
+    run, _, _ = smoke_run("spec-o3")
+    rows = [r for r in run.read_rollouts() if any(t.get("images") for t in r["turns"])]
+    assert rows, "no smoke episode zoomed: the smoke preset no longer exercises the image-returning tool"
+    row = rows[0]
+    assert run.read_image(row["images"][0]).startswith(b"\x89PNG")
+    turn = next(t for t in row["turns"] if t.get("images"))
+    assert turn["source"].count("O") >= spectra.ZOOM_SIZE[0] * spectra.ZOOM_SIZE[1] // 28 // 28
+    evaluation = run.read_eval("step-0002")
+    assert 0.0 <= evaluation["macro_f1"] <= 1.0 and {f"{t}/f1" for t in spectra.TASKS} <= set(evaluation)
 
 
 def test_grpo_rollout_rows(smoke_run):
@@ -333,3 +352,15 @@ def test_vision_rows_name_their_images_and_show_draws_them(smoke_run):
     evaluated = arl_cli("show", str(run.path), "--eval", "step-0000")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert "re-tokenised" in (run.path / "show-eval-step-0000.html").read_text()
+
+
+@pytest.mark.parametrize("chapter, override, message", [
+    ("vision-grpo", "kinds=count,oops", "kinds='count,oops': use a comma-separated subset of count, relation"),
+    ("vision-grpo", "kinds=", "kinds='': use a comma-separated subset"),
+    ("spec-o3", "tasks=cv,xx", "tasks='cv,xx': use a comma-separated subset of cv, cc, ss, gm, wd"),
+    ("spec-o3", "eval_split=train", "eval_split='train': use test or dev"),
+])
+def test_multimodal_configs_name_the_bad_field(chapter, override, message):
+    recipe = load(chapter)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        config.resolve(recipe.Config, recipe.PRESETS, "mini", [override])

@@ -216,7 +216,7 @@ def test_spec_env_zooms_into_an_image_and_grades_the_answer():
     _, _, test = S.make_split(0, 0, 2)
     q = test[0]
     env = SpecEnv(q)
-    opening = env.initial_messages()[0]["content"]
+    opening = env.initial_messages()[-1]["content"]
     assert opening[0] == {"type": "image", "image": S.full_view(q.spectrum)} and "Is this object" in opening[1]["text"]
     window = list(q.deciding_window)
     result = env.step({"role": "assistant", "content": format_tool_call("spectral_visualization_tool",

@@ -53,6 +53,16 @@ def require_positive(cfg, *names: str) -> None:
             raise ValueError(f"{name}={getattr(cfg, name)}: must be at least 1")
 
 
+def comma_list(cfg, name: str, allowed) -> list[str]:
+    """Field `name` of `cfg`, a comma-separated subset of `allowed`, as a list (an error naming the field
+    and the allowed values when it is empty or holds an unknown one)."""
+    value = getattr(cfg, name)
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if not items or set(items) - set(allowed):
+        raise ValueError(f"{name}={value!r}: use a comma-separated subset of {', '.join(allowed)}")
+    return items
+
+
 def _convert(name: str, text: str, annotation):
     hint = typing.get_origin(annotation) or annotation
     args = typing.get_args(annotation)

@@ -31,6 +31,12 @@ def visualization_tool(spectrum: spectra.Spectrum):
     return spectral_visualization_tool
 
 
+SYSTEM_PROMPT = (f"You can call {spectra.TOOL_NAME}(wavelength_range=[lo, hi]) to plot a rest-frame window of the "
+                 "spectrum larger.")
+"""Names the tool and its argument in one line (the chat template's tool schemas cost about 240 tokens;
+`tool_schemas=True` adds them)."""
+
+
 class SpecEnv(ToolEnv):
     truncation_reward = BAD_FORMAT_PENALTY
     malformed_reward = BAD_FORMAT_PENALTY
@@ -43,8 +49,9 @@ class SpecEnv(ToolEnv):
         """The episode's YES/NO once answered (None: no readable answer, or not answered yet)."""
 
     def initial_messages(self) -> list[dict]:
-        return [{"role": "user", "content": [{"type": "image", "image": self.image},
-                                             {"type": "text", "text": self.question.question_text()}]}]
+        user = {"role": "user", "content": [{"type": "image", "image": self.image},
+                                            {"type": "text", "text": self.question.question_text()}]}
+        return [{"role": "system", "content": SYSTEM_PROMPT}, user] if self.tools else [user]
 
     def grade(self, answer: str) -> tuple[float, dict[str, float]]:
         self.prediction = extract_vetting(answer)

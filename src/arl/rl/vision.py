@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .. import models
 from ..coldstart import ColdStart, content_digest, encode_chat, run_cold_start
-from ..config import require_positive
+from ..config import comma_list, require_positive
 from ..data import figures
 from ..eval import evaluate
 from ..models.images import image_chunk, split_at_image_pads
@@ -64,14 +64,12 @@ class FigureConfig(Group):
             raise ValueError(f"view={self.view!r}: use one of {', '.join(VIEWS)}")
         if self.eval_split not in ("test", "dev"):
             raise ValueError(f"eval_split={self.eval_split!r}: use test or dev")
-        unknown = sorted(set(self.kind_list()) - set(figures.KINDS))
-        if unknown or not self.kind_list():
-            raise ValueError(f"kinds={self.kinds!r}: use a comma-separated subset of {', '.join(figures.KINDS)}")
+        self.kind_list()
         if self.sft_steps < 0:
             raise ValueError(f"sft_steps={self.sft_steps}: must be >= 0 (0 = no cold start)")
 
     def kind_list(self) -> list[str]:
-        return [k.strip() for k in self.kinds.split(",") if k.strip()]
+        return comma_list(self, "kinds", figures.KINDS)
 
     def figure_task(self, max_tokens: int) -> FigureTask:
         train, dev, test = figures.make_split(self.n_train, self.n_dev, self.n_test, size=self.image_size,
