@@ -53,10 +53,9 @@ def require_positive(cfg, *names: str) -> None:
             raise ValueError(f"{name}={getattr(cfg, name)}: must be at least 1")
 
 
-def comma_list(cfg, name: str, allowed) -> list[str]:
-    """Field `name` of `cfg`, a comma-separated subset of `allowed`, as a list (an error naming the field
-    and the allowed values when it is empty or holds an unknown one)."""
-    value = getattr(cfg, name)
+def comma_list(name: str, value: str, allowed) -> list[str]:
+    """A field's `value`, a comma-separated subset of `allowed`, as a list (an error naming the field
+    `name` and the allowed values when it is empty or holds an unknown one)."""
     items = [x.strip() for x in value.split(",") if x.strip()]
     if not items or set(items) - set(allowed):
         raise ValueError(f"{name}={value!r}: use a comma-separated subset of {', '.join(allowed)}")

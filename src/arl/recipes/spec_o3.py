@@ -74,7 +74,7 @@ class Config(RunConfig, SessionConfig, OptimConfig, LossConfig, AgentConfig, Sam
         self.task_list()
 
     def task_list(self) -> list[str]:
-        return comma_list(self, "tasks", spectra.TASKS)
+        return comma_list("tasks", self.tasks, spectra.TASKS)
 
 
 PRESETS = {

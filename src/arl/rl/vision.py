@@ -69,7 +69,7 @@ class FigureConfig(Group):
             raise ValueError(f"sft_steps={self.sft_steps}: must be >= 0 (0 = no cold start)")
 
     def kind_list(self) -> list[str]:
-        return comma_list(self, "kinds", figures.KINDS)
+        return comma_list("kinds", self.kinds, figures.KINDS)
 
     def figure_task(self, max_tokens: int) -> FigureTask:
         train, dev, test = figures.make_split(self.n_train, self.n_dev, self.n_test, size=self.image_size,
