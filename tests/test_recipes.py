@@ -43,6 +43,7 @@ STEP_KEYS = {
     "vision-sft": {"loss/ce", "time/step", "time/trained", "eval/accuracy"},
     "spec-o3": {"reward/mean", "reward/frac_degenerate", "rollout/correct", "rollout/answered", "rollout/tool_calls",
                 "train/tokens", "train/masked_tokens", "time/sample", "eval/macro_f1", "eval/cv/f1"},
+    "spec-o3-sft": {"loss/ce", "time/step", "time/trained", "eval/macro_f1", "eval/tool_calls"},
     "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
              "opsd/student_probe_logprob", "reward/mean"},
     "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
@@ -75,7 +76,7 @@ EVALS = {
 }
 """Evaluations a smoke run writes (default: the step-0 one and the summary)."""
 MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd", "tempo", "spec-o3")
-RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "vision-sft", "jev"})
+RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "vision-sft", "spec-o3-sft", "jev"})
 """Chapters that continue a killed run (the others are minutes long and refuse --resume)."""
 
 

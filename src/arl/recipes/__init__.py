@@ -25,6 +25,7 @@ CHAPTERS = {
     "tempo": ("arl.recipes.tempo", "04 TEMPO: temporal-difference credit for long text games: macro-steps of H turns, a critic from the policy's own weights, a state store"),
     "vision-grpo": ("arl.recipes.vision_grpo", "04 Vision GRPO: GRPO on 4-choice questions about rendered figures, the image inside the prompt (controls: a blank image, the facts as text)"),
     "spec-o3": ("arl.recipes.spec_o3", "04 Spec-o3: vet a spectrum image for a rare class, zooming with a tool that returns images; SFT on demonstrations, then multi-turn GRPO (control: no tool)"),
+    "spec-o3-sft": ("arl.recipes.spec_o3_sft", "04 Spec-o3's control: continued SFT on the tool-using demonstrations for the same wall time"),
     "jev": ("arl.recipes.jev", "04 Jev: fixed-option decisions from one forward pass, with calibrated confidence"),
     "sft": ("arl.recipes.sft", "01 GRPO's control: continued SFT from the same cold start for the same wall time"),
     "vision-sft": ("arl.recipes.vision_sft", "04 Vision GRPO's control: continued SFT on the figures, in the same view, for the same wall time"),

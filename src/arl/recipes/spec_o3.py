@@ -26,55 +26,20 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from .. import models
-from ..coldstart import content_digest
-from ..config import comma_list, require_positive
-from ..data import spectra
-from ..envs import format_tool_call
-from ..envs.spec_o3 import SpecEnv
-from ..eval.stats import macro_f1
 from ..rl import batch, update
 from ..rl.config import AgentConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, defaults, objective
 from ..rl.session import finish, open_session
-from ..rl.task import EnvTask
+from ..rl.spec import AGENT_DEFAULTS, SpecConfig, spec_task
 from ..rollout import request_seed, rollout_groups, trajectory_datum
 from ..track import RunDir
 
-SUMMARY_KEYS = ("macro_f1", "correct", "answered", "tool_calls", "no_tool_rate", "turns")
 
-
-@defaults(model="arl/tiny-qwen2-vl-3m", group_size=8, batch_prompts=8, max_tokens=96, max_turns=3, max_tool_calls=2,
-          max_trajectory_tokens=512, loss_fn="ppo", adv_scale="std", learning_rate=1e-4, sft_steps=600,
-          sft_learning_rate=2e-3, steps=100, eval_every=20)
+@defaults(**AGENT_DEFAULTS, group_size=8, batch_prompts=8, loss_fn="ppo", adv_scale="std", learning_rate=1e-4, steps=40,
+          eval_every=20)
 @dataclass
-class Config(RunConfig, SessionConfig, OptimConfig, LossConfig, AgentConfig, SamplingConfig):
+class Config(RunConfig, SessionConfig, OptimConfig, LossConfig, AgentConfig, SamplingConfig, SpecConfig):
     """Spec-o3's fields: the questions and their splits, whether the tool is offered (the chapter's
     control), the rollout budgets and the cold start, and the policy-update ones it shares with GRPO."""
-
-    tasks: str = "cv,cc,ss,gm,wd"
-    """Vetting tasks, comma-separated (cv, cc, ss, gm, wd); questions go round-robin over them."""
-    n_train: int = 1000
-    """Training questions (one generated spectrum each)."""
-    n_dev: int = 50
-    """Development questions: where presets and cold starts are chosen (eval_split=dev)."""
-    n_test: int = 100
-    """Held-out test questions: the reported results."""
-    eval_split: str = "test"
-    """Which held-out questions the evaluations use: test (reported results) or dev (choosing settings)."""
-    tool: bool = True
-    """Offer spectral_visualization_tool; false = the control that sees the full image only."""
-
-    def validate(self) -> None:
-        super().validate()
-        require_positive(self, "n_dev", "n_test")
-        if self.n_train < 0:
-            raise ValueError(f"n_train={self.n_train}: must be >= 0")
-        if self.eval_split not in ("test", "dev"):
-            raise ValueError(f"eval_split={self.eval_split!r}: use test or dev")
-        self.task_list()
-
-    def task_list(self) -> list[str]:
-        return comma_list("tasks", self.tasks, spectra.TASKS)
 
 
 PRESETS = {
@@ -87,44 +52,8 @@ PRESETS = {
 }
 
 
-def demonstration(q: spectra.Question, tool: bool) -> list[dict]:
-    """The messages after the opening: with the tool, the zoom, its rendered window and the answer; without,
-    the answer alone (what the zoom would have shown, stated)."""
-    look, _, answer = spectra.demonstration(q)
-    if not tool:
-        return [{"role": "assistant", "content": answer["content"]}]
-    (call,) = look["tool_calls"]
-    window = spectra.visualize(q.spectrum, call["arguments"]["wavelength_range"])
-    observation = window if isinstance(window, str) else [{"type": "image", "image": window}]
-    return [{"role": "assistant", "content": f"{look['content']}\n{format_tool_call(call['name'], call['arguments'])}"},
-            {"role": "tool", "content": observation}, answer]
-
-
-def make_task(cfg: Config) -> EnvTask:
-    """The generated questions (split seed 0) as `spec-o3` episodes; the cold start on their demonstrations."""
-    train, dev, test = spectra.make_split(cfg.n_train, cfg.n_dev, cfg.n_test, tasks=cfg.task_list())
-    processor = models.load_image_processor(cfg.model)
-
-    def cold_start() -> str | None:
-        envs = [SpecEnv(q, cfg.tool) for q in train]
-        conversations = [(e.initial_messages(), e.tools, demonstration(q, cfg.tool)) for q, e in zip(train, envs)]
-        shown = [[q.question_text(), q.answer, str(d[-1]["content"])] for q, (_, _, d) in zip(train[::50], conversations[::50])]
-        return cfg.demonstration_cold_start(f"spec-o3-{content_digest(shown)}-{len(train)}-tool{int(cfg.tool)}"
-                                            f"-schemas{int(cfg.tool_schemas)}", conversations, processor=processor)
-
-    def score(envs) -> dict[str, float]:
-        overall, per_task = macro_f1([e.question.task for e in envs], [e.question.answer for e in envs],
-                                     [e.prediction for e in envs])
-        return {"macro_f1": overall, **{f"{task}/f1": v for task, v in per_task.items()}}
-
-    return EnvTask(train, test if cfg.eval_split == "test" else dev, lambda q: SpecEnv(q, cfg.tool), cfg.budgets(),
-                   cfg.tool_schemas, describe=lambda q: {"question": q.question_text(), "answer": q.answer, "task": q.task,
-                                                         "object": q.spectrum.id},
-                   tag=lambda q: q.task, summary_keys=SUMMARY_KEYS, cold_start=cold_start, processor=processor, score=score)
-
-
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
-    task = make_task(cfg)
+    task = spec_task(cfg)
     session = open_session(cfg, run, resume, task)
     client, chat, loss = session.client, task.chat(session.tokenizer), objective(cfg)
     for step in session.steps("spec-o3", shown=("reward/mean", "rollout/correct")):
