@@ -65,13 +65,17 @@ path03: setup
 # Path 04: Jev, then the long-horizon comparisons (TEMPO against whole-trajectory GRPO at equal environment steps,
 # AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games; then Vision GRPO's
 # views (image, blank, text: about 35 minutes with the three cold starts, 15 once cached) and its continued-SFT
-# control for the image runs' training time (about 10 minutes); rerun to resume.
+# control for the image runs' training time (about 10 minutes); Spec-o3 with and without the tool (about 35 minutes
+# with the two cold starts, 12 once cached) and its continued-SFT control for the tool runs' wall time (about 15
+# minutes); rerun to resume.
 path04: setup
 	$(BIN)/arl compare jev --seeds 3 --out runs/compare/jev
 	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 2 --out runs/compare/tempo
 	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 --jobs 2 --out runs/compare/agent-opsd
 	$(BIN)/arl compare vision-grpo --vary view=image,blank,text --seeds 3 --jobs 2 --out runs/compare/vision-grpo
 	$(BIN)/arl compare vision-sft --set time_budget_s=118 --seeds 3 --jobs 2 --out runs/compare/vision-sft
+	$(BIN)/arl --threads 1 compare spec-o3 --vary tool=true,false --seeds 3 --jobs 2 --out runs/compare/spec-o3
+	$(BIN)/arl --threads 1 compare spec-o3-sft --set time_budget_s=540 --seeds 3 --jobs 2 --out runs/compare/spec-o3-sft
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
