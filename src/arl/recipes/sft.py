@@ -10,15 +10,18 @@ entropy over the completion (the cold start's loss, at the cold start's learning
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass
 
 from ..coldstart import run_cold_start, sft_examples, sft_targets
 from ..config import require_positive
 from ..rl.config import MathConfig, RunConfig
-from ..rl.control import SFTBudget, continued_sft, finish_control
+from ..rl.control import SFTBudget, SFTLoop, finish_control
 from ..rl.session import service
 from ..rl.task import MathTask
+from ..rollout import sft_datum
 from ..track import RunDir
+from ..types import AdamParams
 
 
 @dataclass
@@ -52,10 +55,15 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     tok = client.get_tokenizer()
     plain = start.plain_fraction if cfg.plain_fraction < 0 else cfg.plain_fraction
     examples = sft_examples(tok, task.train, sft_targets(task.train, plain, start.data_seed))
-    # token-mean cross entropy over the completions, from the cold start's weights and optimizer state
-    steps, trained_s = continued_sft(client, examples, cfg.learning_rate, cfg, cfg.seed, run,
-                                     lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
-                                     "sft")
+    rng, adam = random.Random(cfg.seed), AdamParams(learning_rate=cfg.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
+    loop = SFTLoop(cfg, run, lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok), "sft")
+    for _ in loop:  # from the cold start's weights and optimizer state, until the budget is spent
+        batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
+        # token-mean cross entropy over the completions: each target token weighs 1 / tokens in the batch
+        weight = 1 / sum(len(completion) for _, completion in batch)
+        fb = client.forward_backward([sft_datum(prompt, completion, weight) for prompt, completion in batch], "cross_entropy")
+        client.optim_step(adam).result()
+        loop.end_step(fb.result(), len(batch))
     finish_control(run, f"SFT control on {cfg.data}, {cfg.model}", ("accuracy", "format_rate", "accuracy_any_format"),
-                   steps, trained_s, asdict(cfg))
+                   loop.steps, loop.trained_s, asdict(cfg))
     return run

@@ -11,13 +11,16 @@ rate, from the cold start's weights and optimizer state.
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass
 
 from ..rl.config import AgentConfig, RunConfig, defaults
-from ..rl.control import SFTBudget, continued_sft, finish_control
+from ..rl.control import SFTBudget, SFTLoop, finish_control
 from ..rl.session import service
 from ..rl.spec import AGENT_DEFAULTS, SUMMARY_KEYS, SpecConfig, spec_task
+from ..rollout import sft_datum
 from ..track import RunDir
+from ..types import AdamParams
 
 
 @defaults(**AGENT_DEFAULTS, batch_size=16, eval_every=1000)
@@ -49,9 +52,19 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     client = svc.create_training_client_from_state_with_optimizer(task.start_weights())
     tok = client.get_tokenizer()
     lr = cfg.sft_learning_rate if cfg.learning_rate < 0 else cfg.learning_rate
-    steps, trained_s = continued_sft(client, task.sft_examples(tok, cfg), lr, cfg, cfg.seed, run,
-                                     lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
-                                     "spec-o3-sft")
+    adam, rng = AdamParams(learning_rate=lr, weight_decay=0.0, grad_clip_norm=1.0), random.Random(cfg.seed)
+    examples, pad = task.sft_examples(tok, cfg), tok.convert_tokens_to_ids("<|image_pad|>")
+    loop = SFTLoop(cfg, run, lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
+                   "spec-o3-sft")
+    for _ in loop:  # from the cold start's weights and optimizer state, until the budget is spent
+        demos = rng.sample(examples, min(cfg.batch_size, len(examples)))
+        # token-mean cross entropy over the assistant's tokens (mask 1); images, tool output, template weigh 0
+        n_tokens = sum(sum(mask) for _, _, mask, _ in demos)
+        datums = [sft_datum(prompt, tokens, [m / n_tokens for m in mask], images, pad)
+                  for prompt, tokens, mask, images in demos]
+        fb = client.forward_backward(datums, "cross_entropy")
+        client.optim_step(adam).result()
+        loop.end_step(fb.result(), len(datums))
     finish_control(run, f"Spec-o3 SFT control ({'tool' if cfg.tool else 'no tool'}) on generated spectra, {cfg.model}",
-                   SUMMARY_KEYS, steps, trained_s, asdict(cfg))
+                   SUMMARY_KEYS, loop.steps, loop.trained_s, asdict(cfg))
     return run

@@ -11,14 +11,17 @@ cold start's weights and optimizer state.
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass
 
 from ..config import require_positive
 from ..rl.config import RunConfig
-from ..rl.control import SFTBudget, continued_sft, finish_control
+from ..rl.control import SFTBudget, SFTLoop, finish_control
 from ..rl.session import service
 from ..rl.vision import FigureConfig
+from ..rollout import sft_datum
 from ..track import RunDir
+from ..types import AdamParams
 
 
 @dataclass
@@ -48,12 +51,18 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     task = cfg.figure_task(cfg.max_tokens)
     client = svc.create_training_client_from_state_with_optimizer(task.start_weights())
     tok = client.get_tokenizer()
-    # token-mean cross entropy over the worked answers (the image and the question are context), from the
-    # cold start's weights and optimizer state
     lr = cfg.sft_learning_rate if cfg.learning_rate < 0 else cfg.learning_rate
-    steps, trained_s = continued_sft(client, task.sft_examples(tok), lr, cfg, cfg.seed, run,
-                                     lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
-                                     "vision-sft")
+    examples, rng = task.sft_examples(tok), random.Random(cfg.seed)
+    loop = SFTLoop(cfg, run, lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
+                   "vision-sft")
+    for _ in loop:  # from the cold start's weights and optimizer state, until the budget is spent
+        figures = rng.sample(examples, min(cfg.batch_size, len(examples)))
+        # token-mean cross entropy over the worked answers; the image and the question are context
+        n_tokens = sum(len(answer) for _, answer in figures)
+        datums = [sft_datum(prompt, answer, 1 / n_tokens) for prompt, answer in figures]
+        fb = client.forward_backward(datums, "cross_entropy")
+        client.optim_step(AdamParams(learning_rate=lr, weight_decay=0.0, grad_clip_norm=1.0)).result()
+        loop.end_step(fb.result(), len(datums))
     finish_control(run, f"Vision SFT control ({cfg.view} view) on generated figures, {cfg.model}",
-                   ("accuracy", "format_rate"), steps, trained_s, asdict(cfg))
+                   ("accuracy", "format_rate"), loop.steps, loop.trained_s, asdict(cfg))
     return run

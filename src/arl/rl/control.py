@@ -2,25 +2,21 @@
 its own demonstrations for the RL run's wall time, and evaluate it with the RL run's protocol.
 
 If continued SFT for the same wall time gains as much as the RL phase, the reward added nothing the
-demonstrations did not already carry. One loop for every chapter (`sft`, `vision-sft`, `spec-o3-sft`):
-the chapter gives its training client (at the cold start's weights and optimizer state), its examples
-as the cold start took them (`coldstart.sft_step`: masks and images included) and its held-out
-evaluation.
+demonstrations did not already carry. Each control (`sft`, `vision-sft`, `spec-o3-sft`) writes its own
+loop (datums, forward_backward, optim_step); what they share is here: the budget, the loop's
+bookkeeping (`SFTLoop`: time, evaluations, logs, progress) and the report (`finish_control`).
 """
 
 from __future__ import annotations
 
-import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .. import report
-from ..coldstart import sft_step
 from ..config import require_positive
 from ..eval import before_after, summary_rows
 from ..track import RunDir, progress
-from ..types import AdamParams
 from .config import Group
 
 
@@ -44,33 +40,37 @@ class SFTBudget(Group):
             raise ValueError(f"time_budget_s={self.time_budget_s}: must be 0 (use steps) or a number of seconds")
 
 
-def continued_sft(client, examples: Sequence[tuple], learning_rate: float, cfg: SFTBudget, seed: int, run: RunDir,
-                  held_out: Callable[[int], dict[str, float]], label: str) -> tuple[int, float]:
-    """Token-mean cross-entropy steps on `examples` (`sft_step`: (prompt, completion[, mask[, images]]))
-    from the client's state until `cfg.steps` steps or `cfg.time_budget_s` seconds of training;
-    `held_out(step)` at step 0, every `eval_every` steps and at the end, everything logged to `run`.
-    `seed` orders the batches. Returns (steps, seconds trained)."""
-    run.log_metrics(0, held_out(0))
-    rng = random.Random(seed)
-    adam = AdamParams(learning_rate=learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
-    trained_s, step = 0.0, 0
-    with progress(cfg.steps if not cfg.time_budget_s else None, label) as bar:
-        while step < cfg.steps and (not cfg.time_budget_s or trained_s < cfg.time_budget_s):
-            t0 = time.perf_counter()
-            batch = rng.sample(examples, min(cfg.batch_size, len(examples)))
-            fb, optim = sft_step(client, batch, adam)
-            optim.result()
-            step, trained_s = step + 1, trained_s + time.perf_counter() - t0
-            metrics = {"loss/ce": fb.result().metrics["loss:sum"], "train/datums": float(len(batch)),
-                       "time/step": time.perf_counter() - t0, "time/trained": trained_s}
-            if step % cfg.eval_every == 0:
-                metrics.update(held_out(step))
-            run.log_metrics(step, metrics)
-            bar.update()
-            bar.set_metrics({"loss": metrics["loss/ce"]})
-    if step % cfg.eval_every:
-        run.log_metrics(step, held_out(step))
-    return step, trained_s
+class SFTLoop:
+    """The bookkeeping of a continued-SFT control's loop, which the chapter writes itself (its datums and
+    its forward_backward + optim_step): iterating yields step numbers until `cfg.steps` steps or
+    `cfg.time_budget_s` seconds of training (evaluation excluded; 0 = steps only); `held_out(step)` runs
+    at step 0, every `eval_every` steps and at the end; `end_step` logs a step to `run`."""
+
+    def __init__(self, cfg: SFTBudget, run: RunDir, held_out: Callable[[int], dict[str, float]], label: str):
+        self.cfg, self.run, self.held_out, self.label = cfg, run, held_out, label
+        self.steps, self.trained_s, self._t0, self._bar = 0, 0.0, 0.0, None
+
+    def __iter__(self) -> Iterator[int]:
+        cfg = self.cfg
+        self.run.log_metrics(0, self.held_out(0))
+        with progress(cfg.steps if not cfg.time_budget_s else None, self.label) as self._bar:
+            while self.steps < cfg.steps and (not cfg.time_budget_s or self.trained_s < cfg.time_budget_s):
+                self._t0 = time.perf_counter()
+                yield self.steps
+        if self.steps % cfg.eval_every:
+            self.run.log_metrics(self.steps, self.held_out(self.steps))
+
+    def end_step(self, fb, datums: int) -> None:
+        """Log the step whose forward_backward output is `fb` (its summed loss), evaluating when due."""
+        elapsed = time.perf_counter() - self._t0
+        self.steps, self.trained_s = self.steps + 1, self.trained_s + elapsed
+        metrics = {"loss/ce": fb.metrics["loss:sum"], "train/datums": float(datums), "time/step": elapsed,
+                   "time/trained": self.trained_s}
+        if self.steps % self.cfg.eval_every == 0:
+            metrics.update(self.held_out(self.steps))
+        self.run.log_metrics(self.steps, metrics)
+        self._bar.update()
+        self._bar.set_metrics({"loss": metrics["loss/ce"]})
 
 
 def finish_control(run: RunDir, title: str, keys: Sequence[str], steps: int, trained_s: float, config: dict) -> None:
