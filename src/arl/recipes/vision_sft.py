@@ -52,7 +52,8 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     client = svc.create_training_client_from_state_with_optimizer(task.start_weights())
     tok = client.get_tokenizer()
     lr = cfg.sft_learning_rate if cfg.learning_rate < 0 else cfg.learning_rate
-    examples, rng = task.sft_examples(tok), random.Random(cfg.seed)
+    adam, rng = AdamParams(learning_rate=lr, weight_decay=0.0, grad_clip_norm=1.0), random.Random(cfg.seed)
+    examples = task.sft_examples(tok)
     loop = SFTLoop(cfg, run, lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
                    "vision-sft")
     for _ in loop:  # from the cold start's weights and optimizer state, until the budget is spent
@@ -61,7 +62,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         n_tokens = sum(len(answer) for _, answer in figures)
         datums = [sft_datum(prompt, answer, 1 / n_tokens) for prompt, answer in figures]
         fb = client.forward_backward(datums, "cross_entropy")
-        client.optim_step(AdamParams(learning_rate=lr, weight_decay=0.0, grad_clip_norm=1.0)).result()
+        client.optim_step(adam).result()
         loop.end_step(fb.result(), len(datums))
     finish_control(run, f"Vision SFT control ({cfg.view} view) on generated figures, {cfg.model}",
                    ("accuracy", "format_rate"), loop.steps, loop.trained_s, asdict(cfg))

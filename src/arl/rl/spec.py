@@ -98,7 +98,7 @@ def spec_task(cfg) -> SpecTask:
         return [(e.initial_messages(), e.tools, demonstration(q, cfg.tool)) for q, e in zip(train, envs)]
 
     # the cache name of the cold start, by content: a changed prompt, answer or demonstration trains anew
-    shown = [[q.question_text(), q.answer, str(demonstration(q, cfg.tool)[-1]["content"])] for q in train[::50]]
+    shown = [[q.question_text(), q.answer, str(spectra.demonstration(q)[-1]["content"])] for q in train[::50]]
     shown += [hashlib.sha256(spectra.full_view(q.spectrum) + spectra.visualize(q.spectrum, q.deciding_window)).hexdigest()
               for q in train[:1]]  # and how they are drawn
     key = f"spec-o3-{content_digest(shown)}-{len(train)}-tool{int(cfg.tool)}-schemas{int(cfg.tool_schemas)}"
