@@ -7,9 +7,12 @@ Every test runs real code in the real cage; each would fail with the layer that 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import inspect
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from arl import settings as arl_settings
 from arl.tools import (
     Sandbox, SandboxConfig, SandboxError, SandboxResult, code_interpreter, format_result, make_code_interpreter,
     sandbox_metrics,
@@ -32,6 +36,8 @@ from arl.tools import sandbox as sandbox_module
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's layers are Linux namespaces")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the user switch and these checks need root (CI runs as root)")
+
+PR_SET_CHILD_SUBREAPER = 36
 
 FIRST_UID = 1_700_000
 """The tests' own uid range, apart from the default one, so that another sandbox on the machine never
@@ -45,8 +51,8 @@ def small_config(**overrides) -> SandboxConfig:
     return SandboxConfig(**fields)
 
 
-def sandbox_processes() -> list[str]:
-    """Processes of the tests' sandbox uids, and launchers started by this process."""
+def processes() -> list[dict]:
+    """Every process: pid, uid, ppid, state (R, S, Z, ...) and command line."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -57,10 +63,32 @@ def sandbox_processes() -> list[str]:
         except OSError:
             continue  # it ended while we looked
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        uid, ppid = int(fields["Uid"].split()[0]), int(fields["PPid"])
-        if FIRST_UID <= uid < FIRST_UID + 16 or ("_launcher.py" in cmdline and ppid == os.getpid()):
-            found.append(f"pid {entry.name} uid {uid} state {fields['State'].strip()}: {cmdline[:80]}")
+        found.append({"pid": int(entry.name), "uid": int(fields["Uid"].split()[0]), "ppid": int(fields["PPid"]),
+                      "state": fields["State"].strip(), "cmdline": cmdline})
     return found
+
+
+def sandbox_processes() -> list[str]:
+    """Processes of the tests' sandbox uids, and launchers started by this process."""
+    return [f"pid {p['pid']} uid {p['uid']} state {p['state']}: {p['cmdline'][:80]}" for p in processes()
+            if FIRST_UID <= p["uid"] < FIRST_UID + 16 or ("_launcher.py" in p["cmdline"] and p["ppid"] == os.getpid())]
+
+
+TRAINER_PRELUDE = textwrap.dedent(f"""\
+    import importlib.util, json, os, sys, types, warnings
+    def load(name, path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    # arl's __init__ imports torch (seconds); the sandbox needs only arl.settings of it
+    sys.modules['arl'] = types.ModuleType('arl')
+    sys.modules['arl'].settings = load('arl.settings', {arl_settings.__file__!r})
+    launcher = load('launcher', {str(sandbox_module.LAUNCHER)!r})
+    sandbox = load('sandbox', {sandbox_module.__file__!r})
+""")
+"""The start of a trainer script run as a subprocess: loads the sandbox without importing arl."""
 
 
 @pytest.fixture(autouse=True)
@@ -201,8 +229,9 @@ def test_long_output_keeps_its_head_and_its_tail(sandbox):
 
 @needs_root
 def test_writing_outside_its_folder_fails_or_stays_private(sandbox, tmp_path):
-    """The user switch refuses root's folders; the private mount table turns /tmp into its own empty
-    tmpfs and /dev/shm into a private one, /var/tmp into a read-only empty one: nothing lands on the host."""
+    """The code's root is a read-only tmpfs without the host's /var, /root or project (and the user
+    switch would refuse root's folders); /tmp is its own empty tmpfs and /dev/shm a private one:
+    nothing lands on the host."""
     name = f"arl-escape-{uuid.uuid4().hex}"
     targets = [str(tmp_path / name), f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", f"/etc/{name}",
                f"/root/{name}", f"../{name}", str(Path(__file__).parent / name)]
@@ -222,7 +251,8 @@ def test_writing_outside_its_folder_fails_or_stays_private(sandbox, tmp_path):
     for path in targets:
         assert not Path(path).exists(), f"{path} was written on the host: {result.stdout}"
     assert not (Path(tempfile.gettempdir()) / name).exists()
-    assert f"refused /etc/{name} Permission denied" in result.stdout
+    assert f"refused /etc/{name} Read-only file system" in result.stdout
+    assert f"refused /root/{name} No such file or directory" in result.stdout
 
 
 @needs_root
@@ -279,9 +309,51 @@ def test_a_network_connection_goes_nowhere(seccomp):
 
 
 @needs_root
+def test_host_unix_sockets_are_out_of_reach(sandbox):
+    """Daemons listen on Unix sockets open to every user (the system log, D-Bus): here one under /run
+    and one under /tmp (mode 0666), and one in the abstract namespace. The code's root has no /run and
+    its own /tmp, and abstract sockets belong to the network namespace: it reaches none of them."""
+    tag = uuid.uuid4().hex
+    paths = [f"/run/arl-probe-{tag}.sock", os.path.join(tempfile.gettempdir(), f"arl-probe-{tag}.sock")]
+    addresses = [*paths, f"\0arl-probe-{tag}"]
+    servers = []
+    code = textwrap.dedent(f"""\
+        import socket
+        for address in {addresses!r}:
+            client = socket.socket(socket.AF_UNIX)
+            try:
+                client.connect(address)
+                print('CONNECTED', repr(address))
+            except OSError as exc:
+                print('refused', repr(address), exc.strerror)
+    """)
+    try:
+        for address in addresses:
+            server = socket.socket(socket.AF_UNIX)
+            servers.append(server)
+            server.bind(address)
+            if address in paths:
+                os.chmod(address, 0o666)
+            server.listen()
+            server.setblocking(False)
+        result = sandbox.run(code)
+        for server in servers:
+            with pytest.raises(BlockingIOError):
+                server.accept()
+    finally:
+        for server in servers:
+            server.close()
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    assert result.outcome == "ok", result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()] == ["refused"] * 3, result.stdout
+
+
+@needs_root
 def test_inherited_secrets_are_not_readable(sandbox, monkeypatch):
     """The environment is replaced, /proc shows only the sandbox's processes (the trainer's environ
-    does not exist there), and root's files are closed to the sandbox's uid."""
+    does not exist there), and root's files are not in the code's root at all (and closed to its uid)."""
     secret = f"secret-{uuid.uuid4().hex}"
     monkeypatch.setenv("ARL_TEST_API_KEY", secret)
     code = textwrap.dedent(f"""\
@@ -303,9 +375,64 @@ def test_inherited_secrets_are_not_readable(sandbox, monkeypatch):
     assert result.outcome == "ok"
     assert secret not in result.stdout + result.stderr
     assert f"{os.getpid()} environ refused No such file or directory" in result.stdout
-    assert "/root refused Permission denied" in result.stdout
-    if Path("/etc/shadow").exists():
-        assert "/etc/shadow refused Permission denied" in result.stdout
+    assert "/root refused No such file or directory" in result.stdout
+    assert "/etc/shadow refused No such file or directory" in result.stdout
+
+
+@needs_root
+def test_the_host_file_system_is_out_of_view(sandbox):
+    """A run folder outside /tmp, world-readable (rollouts with gold answers: a reward-hacking channel),
+    the project, /etc, /sys, /run, /home: none is in the code's root, which holds only the system's
+    /usr (and its links), the interpreter, /etc/ld.so.cache, a /dev of five devices, an empty /sys."""
+    run_folder = Path(tempfile.mkdtemp(prefix=".arl-probe-", dir=Path(__file__).parent))
+    try:
+        run_folder.chmod(0o755)
+        rollouts = run_folder / "rollouts.jsonl"
+        rollouts.write_text('{"gold": "42"}\n')
+        rollouts.chmod(0o644)
+        readable = [str(rollouts), str(Path(__file__).resolve().parents[1] / "pyproject.toml"), "/etc/passwd"]
+        code = textwrap.dedent(f"""\
+            import json, os
+            for path in {readable!r}:
+                try:
+                    print('READ', path, open(path).read()[:40])
+                except OSError as exc:
+                    print('refused', path, exc.strerror)
+            print(json.dumps({{name: sorted(os.listdir(name)) for name in ('/', '/dev', '/etc', '/sys')}}))
+            open('/dev/null', 'w').write('x')
+            print(len(open('/dev/urandom', 'rb').read(8)), open('/dev/zero', 'rb').read(2))
+        """)
+        result = sandbox.run(code)
+    finally:
+        shutil.rmtree(run_folder)
+    assert result.outcome == "ok", result.stderr
+    *reads, listing, devices = result.stdout.splitlines()
+    assert reads == [f"refused {path} No such file or directory" for path in readable]
+    listing = json.loads(listing)
+    interpreter_top = Path(os.path.realpath(sandbox.python)).parts[1]
+    assert set(listing["/"]) <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc",
+                                 "sys", "tmp", interpreter_top}
+    assert listing["/dev"] == ["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"]
+    assert listing["/etc"] == ["ld.so.cache"] and listing["/sys"] == []
+    assert devices == "8 b'\\x00\\x00'"
+
+
+@needs_root
+@pytest.mark.filterwarnings("ignore:arl sandbox. user missing")
+def test_an_interpreter_inside_the_hidden_project_still_runs(monkeypatch):
+    """The trainer's python here is a venv's: a link inside the project folder, which the code must not
+    see. The launcher runs the real binary with its prefix and standard library bound back read-only.
+    A folder to hide that lies inside the interpreter's tree (arl's home set to the standard library's
+    `email` package, standing in for a run folder under /usr/src) is covered by an empty one. Root's
+    home, where this interpreter lives, is closed to the sandbox's uids: the code runs as root here."""
+    stand_in = Path(os.path.realpath(os.path.dirname(os.__file__))) / "email"
+    monkeypatch.setattr(arl_settings.get(), "home", stand_in)
+    project = Path(__file__).resolve().parents[1]
+    code = (f"import os, sys\n"
+            f"print(sys.version_info[:3], os.path.exists({str(project)!r}), os.listdir({str(stand_in)!r}))")
+    result = Sandbox(small_config(python=sys.executable, switch_user=False, max_concurrent=1)).run(code)
+    assert result.outcome == "ok", result.stderr
+    assert result.stdout == f"{tuple(sys.version_info[:3])} False []\n"
 
 
 @needs_root
@@ -350,6 +477,55 @@ def test_killing_the_launcher_takes_the_code_with_it(sandbox):
     assert isinstance(outcome[0], SandboxError) and "without a report" in str(outcome[0])
 
 
+@needs_root
+@pytest.mark.filterwarnings("ignore:arl sandbox")
+@pytest.mark.parametrize("isolated", [True, False], ids=["namespaces", "allow_unisolated"])
+def test_a_killed_trainer_takes_its_sandbox_call_with_it(tmp_path, isolated):
+    """kill -9 of a trainer in the middle of a 60 s call: the launcher dies with it (PR_SET_PDEATHSIG
+    on the trainer's calling thread), init and the code follow, within seconds. With namespaces the
+    working folder is a tmpfs that goes with them; without, the host folder it leaves is removed when
+    the next Sandbox starts. This process stands in for the host's init (a subreaper that reaps the
+    orphans), which in some containers never reaps."""
+    uid = FIRST_UID + 12
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER_PRELUDE + textwrap.dedent(f"""\
+        config = sandbox.SandboxConfig(first_uid={uid}, max_concurrent=1, wall_timeout_s=60,
+                                       namespaces={isolated}, allow_unisolated=True)
+        sandbox.Sandbox(config).run('import time\\ntime.sleep(60)')
+    """))
+    workdirs = Path(tempfile.gettempdir()).glob(f"{sandbox_module.WORKDIR_PREFIX}*")
+    before = set(workdirs)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    trainer = subprocess.Popen([sys.executable, str(script)])
+    launchers: list[int] = []
+    try:
+        deadline = time.monotonic() + 20
+        while not any(p["uid"] == uid for p in processes()):
+            assert time.monotonic() < deadline and trainer.poll() is None, "the code never started"
+            time.sleep(0.05)
+        launchers = [p["pid"] for p in processes() if p["ppid"] == trainer.pid and "_launcher.py" in p["cmdline"]]
+        assert launchers
+        trainer.kill()
+        trainer.wait()
+        deadline = time.monotonic() + 5
+        while left := [p for p in processes() if p["uid"] == uid or p["pid"] in launchers]:
+            assert time.monotonic() < deadline, f"left after the trainer was killed: {left}"
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            time.sleep(0.05)
+    finally:
+        for pid in launchers:  # only if the test failed: the launcher leads its own process group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, 9)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    left_behind = set(Path(tempfile.gettempdir()).glob(f"{sandbox_module.WORKDIR_PREFIX}*")) - before
+    assert len(left_behind) == (0 if isolated else 1)
+    Sandbox(small_config())
+    assert set(Path(tempfile.gettempdir()).glob(f"{sandbox_module.WORKDIR_PREFIX}*")) - before == set()
+
+
 def _run_or_error(sandbox: Sandbox, code: str):
     try:
         return sandbox.run(code)
@@ -364,6 +540,33 @@ def test_printed_special_tokens_cannot_break_the_transcript(sandbox):
         assert token not in result.stdout
     assert "&lt;|im_end|>" in result.stdout and "&lt;/tool_response>" in result.stdout
     assert "\\x1b[2J" in result.stdout and "a<b" in result.stdout
+
+
+def test_control_and_bidirectional_characters_are_escaped(sandbox):
+    """C1 controls (CSI U+009B starts an escape sequence on some terminals) and the bidirectional
+    overrides, isolates and marks (which make a transcript or a log display otherwise than it reads)
+    come out as escapes, like C0 controls."""
+    specials = ["\x85", "\x9b", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068",
+                "\u2069", "\u200e", "\u200f", "\u061c"]
+    result = sandbox.run(f"print({'|'.join(specials)!r})")
+    assert result.outcome == "ok"
+    assert not any(char in result.stdout for char in specials)
+    assert result.stdout == "\\x85|\\x9b|\\u202a|\\u202b|\\u202c|\\u202d|\\u202e|\\u2066|\\u2067|\\u2068|\\u2069|" \
+                            "\\u200e|\\u200f|\\u061c\n"
+
+
+def test_the_code_cannot_forge_the_truncation_marker(sandbox):
+    """The marker `<truncated: N bytes left out>` is added after sanitising head and tail apart, and the
+    sanitiser escapes the marker's `<` in anything the code prints: a short output that prints it is
+    not truncated, and a long one holds exactly one marker, the real one."""
+    forged = "<truncated: 12345 bytes left out>"
+    short = sandbox.run(f"print({forged!r})")
+    assert (short.outcome, short.truncated, short.stdout) == ("ok", False, f"&lt;{forged[1:]}\n")
+    long = sandbox.run(f"print({forged!r})\nprint('x' * 10000)\nprint({forged!r})")
+    assert long.truncated and long.stdout.count("<truncated:") == 1
+    kept = sandbox.config.output_keep_bytes
+    assert f"\n<truncated: {2 * (len(forged) + 1) + 10001 - kept} bytes left out>\n" in long.stdout
+    assert long.stdout.startswith(f"&lt;{forged[1:]}\n") and long.stdout.endswith(f"&lt;{forged[1:]}\n")
 
 
 def test_at_most_max_concurrent_calls_run_at_once():
@@ -398,8 +601,36 @@ def test_calls_running_at_once_never_share_a_uid():
     assert sorted(int(r.stdout) for r in results) == [FIRST_UID, FIRST_UID + 1, FIRST_UID + 2, FIRST_UID + 3]
 
 
+@needs_root
+def test_a_full_uid_pool_is_a_busy_tool_result(monkeypatch):
+    """Every uid of the pool held (here a pool of two, held by this process's own leases): the call is
+    a tool result that says the sandbox is busy, not an exception; a freed uid runs the next call."""
+    monkeypatch.setattr(sandbox_module, "UID_LEASE_SPAN", 2)
+    box = Sandbox(small_config(first_uid=FIRST_UID + 14, max_concurrent=1))
+    with contextlib.ExitStack() as leases:
+        held = [leases.enter_context(sandbox_module._uid_lease(FIRST_UID + 14, True)) for _ in range(2)]
+        assert held == [FIRST_UID + 14, FIRST_UID + 15]
+        busy = box.run("print('ran')")
+    assert (busy.outcome, busy.stdout) == ("error", "")
+    assert format_result(busy).startswith("Error: the sandbox is busy: all 2 of its uids are in use")
+    assert box.run("print('ran')").stdout == "ran\n"
+
+
+def test_without_namespaces_nothing_runs_unless_allowed():
+    """The code could kill the trainer's processes and read its files: turning the namespaces off is a
+    SandboxError that names the opt-in, raised before anything runs; with the opt-in it runs, and says so."""
+    with pytest.raises(SandboxError, match=r"SandboxConfig.namespaces=False.*SandboxConfig.allow_unisolated=True"):
+        Sandbox(small_config(namespaces=False, first_uid=FIRST_UID + 4, max_concurrent=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        allowed = Sandbox(small_config(namespaces=False, allow_unisolated=True, first_uid=FIRST_UID + 4,
+                                       max_concurrent=1)).run("print('ran')")
+    assert allowed.outcome == "ok" and any(note.startswith("pidns missing") for note in allowed.notes)
+
+
 def test_turned_off_layers_are_said_in_the_result_and_warned_once():
-    config = small_config(namespaces=False, seccomp=False, first_uid=FIRST_UID + 4, max_concurrent=1)
+    config = small_config(namespaces=False, allow_unisolated=True, seccomp=False, first_uid=FIRST_UID + 4,
+                          max_concurrent=1)
     sandbox_module._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -416,36 +647,55 @@ def test_turned_off_layers_are_said_in_the_result_and_warned_once():
 
 @needs_root
 def test_layers_the_kernel_refuses_are_found_and_reported(tmp_path):
-    """A trainer whose own seccomp filter refuses unshare (as a container might): the sandbox still
-    runs the code, with rlimits, user switch and seccomp, says the network is not isolated, and
-    without a PID namespace still kills a child that left its session (by the call's uid)."""
+    """A trainer whose own seccomp filter refuses unshare (as a container might): without
+    allow_unisolated nothing runs (a SandboxError names the field, raised before the code could leave
+    a mark); with it the sandbox runs the code, with rlimits, user switch and seccomp, says the network
+    is not isolated, and without a PID namespace still kills a child that left its session (by the
+    call's uid)."""
+    marks = Path(tempfile.mkdtemp(prefix="arl-test-marks-"))
+    marks.chmod(0o777)  # the code's uid may write here: the host's /tmp is its view without namespaces
+    code = textwrap.dedent(f"""\
+        import os, time
+        open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').close()
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(1000)
+        print(os.getuid())
+    """)
     script = tmp_path / "trainer.py"
-    script.write_text(textwrap.dedent(f"""\
-        import importlib.util, json, sys, warnings
-        def load(name, path):
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            return module
-        launcher = load('launcher', {str(sandbox_module.LAUNCHER)!r})
-        sandbox = load('sandbox', {sandbox_module.__file__!r})
+    script.write_text(TRAINER_PRELUDE + textwrap.dedent(f"""\
         launcher.load_seccomp()  # refuses unshare to this process and all it starts
-        code = 'import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(1000)\\nprint(os.getuid())'
+        code = {code!r}
+        try:
+            sandbox.Sandbox(sandbox.SandboxConfig(first_uid={FIRST_UID + 8}, max_concurrent=1)).run(code)
+            refused = ''
+        except sandbox.SandboxError as exc:
+            refused = str(exc)
+        marks_after_refusal = len(os.listdir({str(marks)!r}))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter('always')
-            box = sandbox.Sandbox(sandbox.SandboxConfig(first_uid={FIRST_UID + 8}, max_concurrent=1))
+            config = sandbox.SandboxConfig(first_uid={FIRST_UID + 8}, max_concurrent=1, allow_unisolated=True)
+            box = sandbox.Sandbox(config)
             result = box.run(code)
-        print(json.dumps({{'outcome': result.outcome, 'stdout': result.stdout, 'notes': result.notes,
+        print(json.dumps({{'refused': refused, 'marks_after_refusal': marks_after_refusal,
+                          'outcome': result.outcome, 'stdout': result.stdout, 'notes': result.notes,
                           'tool_text': sandbox.format_result(result), 'layers': box.capabilities().layers,
                           'warnings': [str(w.message) for w in caught]}}))
     """))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    try:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads(proc.stdout)
+        assert "SandboxConfig.allow_unisolated=True" in report["refused"]
+        assert "netns: unshare refused (Operation not permitted)" in report["refused"]
+        assert report["marks_after_refusal"] == 0
+        assert len(list(marks.iterdir())) == 1  # the allowed run left its mark: the refused one would have
+    finally:
+        shutil.rmtree(marks)
     assert report["outcome"] == "ok" and report["stdout"] == f"{FIRST_UID + 8}\n"
     for layer in ("netns", "pidns", "mountns"):
         assert report["layers"][layer] == "unshare refused (Operation not permitted)"
+    assert report["layers"]["hostfs"] == "no mount namespace"
     assert report["layers"]["user"] is True and report["layers"]["seccomp"] is True
     assert "NO NETWORK ISOLATION" in report["tool_text"]
     assert any("netns missing" in w for w in report["warnings"])

@@ -14,14 +14,19 @@ this script starts single-threaded.
 What it does, in order (each layer that the kernel refuses is reported, never skipped silently):
 1. `unshare` the network, PID, mount, IPC and UTS namespaces (as root), or a user namespace plus
    those (as any other user, where the kernel allows unprivileged user namespaces).
-2. fork `init`: PID 1 of the new PID namespace, so when it ends the kernel kills everything the code
-   started (a fork bomb's children included). It mounts a fresh /proc (only the sandbox's processes),
-   an empty size-limited tmpfs as /tmp (the working folder, gone with the namespace), a small private
-   /dev/shm and read-only empty /var/tmp, /run/lock, writes main.py there, and forks the code's process.
-3. The code's process: resource limits, the unprivileged user, a seccomp filter, death with its
+2. Die with the trainer's thread that started it (PR_SET_PDEATHSIG), so that a trainer killed
+   mid-call takes the whole call with it. If a namespace is missing and the settings do not allow
+   that (`SandboxConfig.allow_unisolated`), report it and run nothing.
+3. fork `init`: PID 1 of the new PID namespace, so when it ends the kernel kills everything the code
+   started (a fork bomb's children included). It builds the code's own root: a read-only tmpfs with
+   the system's /usr (and /bin, /lib, ...), the interpreter's files and /etc/ld.so.cache bound in
+   read-only, a minimal /dev, an empty /sys, a fresh /proc (only the sandbox's processes) and an
+   empty size-limited tmpfs as /tmp (the working folder), then `pivot_root`s into it and detaches
+   the host's tree. It writes main.py there and forks the code's process.
+4. The code's process: resource limits, the unprivileged user, a seccomp filter, death with its
    parent (PR_SET_PDEATHSIG, as init has with the launcher); then exec of `PYTHON -I -S -u main.py`.
    init reports its exit status.
-4. The launcher: a wall-clock timer that SIGKILLs init (and so the namespace), then reports whether
+5. The launcher: a wall-clock timer that SIGKILLs init (and so the namespace), then reports whether
    it fired. Without a PID namespace it kills what is left of the call's uid instead.
 """
 
@@ -46,9 +51,13 @@ CLONE_NEWNET = 0x40000000
 NAMESPACE_FLAGS = {"netns": CLONE_NEWNET, "pidns": CLONE_NEWPID, "mountns": CLONE_NEWNS,
                    "ipcns": CLONE_NEWIPC, "utsns": CLONE_NEWUTS}
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 AF_UNIX = 1
+PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
+"""glibc has no wrapper for pivot_root."""
 
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE, SCMP_CMP_MASKED_EQ = 1, 7
@@ -62,11 +71,21 @@ DENIED_SYSCALLS = (
 )
 """System calls the seccomp filter answers with EPERM."""
 
-EMPTY_DIRS = ("/var/tmp", "/run/lock")
-"""World-writable folders besides /tmp and /dev/shm: each gets an empty read-only tmpfs."""
+SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""The system's programs and libraries, bound read-only into the code's root (the ones that are
+symbolic links, as on merged-/usr systems, are recreated as links)."""
 
-SHM_BYTES = 4 * 2**20
-"""Size of the private /dev/shm."""
+SYSTEM_FILES = ("/etc/ld.so.cache",)
+"""Of /etc, only what the dynamic loader needs to find the interpreter's libraries."""
+
+DEVICES = ("null", "zero", "full", "random", "urandom")
+"""Host device nodes bound into the code's /dev; nothing else of the host's /dev is there."""
+
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+             "stderr": "/proc/self/fd/2"}
+
+ROOT_BYTES, MASK_BYTES, DEV_BYTES, SHM_BYTES = 2**20, 4096, 64 * 2**10, 4 * 2**20
+"""Sizes of the tmpfs mounts: the new root (only mount points), a hidden folder, /dev, the private /dev/shm."""
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -126,24 +145,122 @@ def enter_namespaces(want: bool, layers: dict) -> None:
             layers[name] = f"unshare refused ({exc.strerror})"
 
 
+def _inside(path: str, folder: str) -> bool:
+    """Whether `path` lies strictly below `folder` (both real, absolute paths)."""
+    return path != folder and path.startswith(folder.rstrip("/") + "/")
+
+
+def view_plan(hidden: list[str]) -> list[tuple[str, str]]:
+    """The code's file system as mounts in the order to make them: ("bind", path) puts the host's path
+    read-only at the same place, ("mask", path) an empty read-only tmpfs over a folder.
+
+    Kept: the system trees and files, and this interpreter (its real binary, prefixes and standard
+    library: a venv's python may sit in a project folder that is hidden). Nothing else of the host is
+    there at all, so a folder to hide needs a mask only where it lies inside a kept tree (a project
+    under /usr/src); a kept path inside a mask is bound again over it (deeper mounts come later)."""
+    interpreter = {os.path.realpath(p) for p in (sys.executable, sys.base_prefix, sys.base_exec_prefix,
+                                                 os.path.dirname(os.__file__))}
+    kept = interpreter | {p for p in SYSTEM_TREES + SYSTEM_FILES if os.path.exists(p) and not os.path.islink(p)}
+    masks = {h for h in hidden if os.path.isdir(h) and any(_inside(h, k) for k in kept)}
+    binds = {k for k in kept
+             if not any(_inside(k, other) for other in kept) or any(k == m or _inside(k, m) for m in masks)}
+    steps = [("mask", m) for m in masks] + [("bind", b) for b in binds]
+    return sorted(steps, key=lambda step: (step[1].count("/"), step[0] == "bind"))
+
+
+def _remount_read_only(target: str, flags: int) -> None:
+    # Keep the flags the mount has: in a user namespace the host's nosuid, nodev, noexec are locked.
+    kept = os.statvfs(target).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount("none", target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags | kept)
+
+
 def private_mounts(settings: dict, layers: dict, uid: int, gid: int) -> str:
-    """Fresh /proc, private tmpfs /tmp (returned as the working directory) and /dev/shm, empty read-only
-    scratch dirs."""
+    """Build the code's own root and pivot into it; returns the working folder (/tmp).
+
+    A read-only tmpfs holding: the host's system trees and the interpreter (`view_plan`), read-only; a
+    /dev of a few device nodes and a private /dev/shm; a fresh /proc (with the PID namespace, only the
+    sandbox's processes); an empty /sys; /tmp an empty tmpfs of disk_bytes owned by the call's uid.
+    No /run, /home, /root, project or run folder, no host Unix socket: none of it is in the tree."""
+    plan = view_plan(settings["hide"])
+    # Everything read from the host's tree comes first: the new root goes over /tmp, which may hold a bound path.
+    sources = {path: (os.open(path, os.O_PATH | os.O_CLOEXEC), os.path.isdir(path))
+               for kind, path in plan if kind == "bind"}
+    # The folders above a bound path keep their host modes, so the new root opens no folder that the
+    # host keeps closed (a python under root's 0700 home stays out of the sandbox user's reach).
+    modes = {}
+    for path in sources:
+        parent = os.path.dirname(path)
+        while parent != "/" and parent not in modes:
+            modes[parent] = os.stat(parent).st_mode & 0o7777
+            parent = os.path.dirname(parent)
+    links = {path: os.readlink(path) for path in SYSTEM_TREES if os.path.islink(path)}
+
     # Without this, mounts below would propagate to the host's mount table.
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    if layers["pidns"] is True:
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        layers["proc"] = True
-    else:
-        layers["proc"] = "the host's /proc (no PID namespace): other processes are visible"
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+    root = "/tmp"  # covered in this namespace only
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={ROOT_BYTES},mode=0755")
+    read_only = [(root, MS_NOSUID | MS_NODEV)]
+    for kind, path in plan:
+        target = root + path
+        if kind == "mask":
+            _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={MASK_BYTES},mode=0755")
+            read_only.append((target, MS_NOSUID | MS_NODEV | MS_NOEXEC))
+            continue
+        parents = []
+        parent = os.path.dirname(path)
+        while not os.path.exists(root + parent):
+            parents.append(parent)
+            parent = os.path.dirname(parent)
+        for parent in reversed(parents):
+            os.mkdir(root + parent)
+            os.chmod(root + parent, modes[parent])
+        fd, is_dir = sources[path]
+        if is_dir:
+            os.mkdir(target)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+        _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        _remount_read_only(target, MS_NOSUID | MS_NODEV)
+    for fd, _ in sources.values():
+        os.close(fd)  # an open host folder would be a way out of the new root
+    for path, link in links.items():
+        os.symlink(link, root + path)
+
+    dev = root + "/dev"
+    os.mkdir(dev)
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={DEV_BYTES},mode=0755")
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            os.close(os.open(f"{dev}/{name}", os.O_CREAT | os.O_WRONLY, 0o666))
+            _mount(f"/dev/{name}", f"{dev}/{name}", None, MS_BIND)  # its own mount: the tmpfs's nodev does not apply
+    for name, target in DEV_LINKS.items():
+        os.symlink(target, f"{dev}/{name}")
+    os.mkdir(f"{dev}/shm")  # multiprocessing's semaphores live here: private and small
+    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+           f"size={SHM_BYTES},mode=0700,uid={uid},gid={gid}")
+    read_only.append((dev, MS_NOSUID | MS_NODEV | MS_NOEXEC))
+    layers["dev"] = True
+
+    for name in ("proc", "sys", "tmp"):
+        os.mkdir(f"{root}/{name}")
+    _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    layers["proc"] = True if layers["pidns"] is True else "no PID namespace: /proc shows the host's processes"
+    _mount("tmpfs", f"{root}/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
            f"size={settings['disk_bytes']},mode=0700,uid={uid},gid={gid}")
-    if os.path.isdir("/dev/shm"):  # multiprocessing's semaphores live here: private and small
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-               f"size={SHM_BYTES},mode=0700,uid={uid},gid={gid}")
-    for path in EMPTY_DIRS:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+    for target, flags in read_only:
+        _remount_read_only(target, flags)
+
+    machine = os.uname().machine
+    if machine not in PIVOT_ROOT_SYSCALL:
+        raise OSError(f"no pivot_root system call number known for {machine}")
+    os.chdir(root)
+    if libc.syscall(ctypes.c_long(PIVOT_ROOT_SYSCALL[machine]), b".", b".") != 0:
+        raise _oserror("pivot_root")
+    # The host's root now lies over the new one at "/": detached, nothing of it is left in this namespace.
+    if libc.umount2(b".", MNT_DETACH) != 0:
+        raise _oserror("umount2")
+    os.chdir("/")
+    layers["hostfs"] = True
     return "/tmp"
 
 
@@ -228,9 +345,10 @@ def init(settings: dict, layers: dict, status_fd: int, launcher_alive_fd: int) -
             workdir = private_mounts(settings, layers, uid, gid)
         else:
             layers["proc"] = "the host's /proc (no mount namespace): other processes are visible"
+            layers["hostfs"] = layers["dev"] = "no mount namespace"
             workdir = settings["host_workdir"]
+            os.mkdir(workdir, 0o700)
             os.chown(workdir, uid, gid)
-            os.chmod(workdir, 0o700)
         script = os.path.join(workdir, "main.py")
         with open(script, "wb") as f:
             f.write(settings["code"])
@@ -325,6 +443,15 @@ def main() -> None:
         raise _oserror("prctl(PR_SET_CHILD_SUBREAPER)")
     layers: dict = {}
     enter_namespaces(settings["namespaces"], layers)
+    # A trainer killed mid-call takes the call with it: SIGKILL when the trainer's thread that started
+    # this process ends (set after unshare, which may reset it); init and the code follow by the same chain.
+    if libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0) != 0:
+        raise _oserror("prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != settings["trainer_pid"]:
+        return  # the trainer ended before that took effect
+    if not settings["allow_unisolated"] and any(layers[name] is not True for name in NAMESPACE_FLAGS):
+        _report(status_fd, layers=layers, unisolated=True)  # before any code runs
+        return
     alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid == 0:

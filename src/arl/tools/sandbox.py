@@ -7,8 +7,11 @@ sandbox user can execute) which layers, from the outside in:
 - its own PID namespace (a small init is PID 1 and the code its child: when either ends or is killed,
   the kernel kills everything the code started, so a fork bomb's children cannot linger and starve
   the next call; without the namespace, the launcher kills what is left of the call's uid),
-- its own mount table (a fresh /proc that shows only the sandbox; an empty tmpfs /tmp as the private
-  working folder, gone with the namespace; a small private /dev/shm; read-only empty /var/tmp, /run/lock),
+- its own mount table and root: a read-only tmpfs with nothing of the host's but the system's /usr (and
+  /bin, /lib, ...), the interpreter and /etc/ld.so.cache, read-only; a /dev of null, zero, full, random,
+  urandom and a small private /dev/shm; an empty /sys; a fresh /proc that shows only the sandbox; an
+  empty tmpfs /tmp as the working folder, gone with the namespace. No /run, /home, project or run
+  folder, and so no host Unix socket (abstract ones belong to the network namespace),
 - IPC and UTS namespaces,
 - rlimits (CPU seconds, address space, processes, file size, open files, no core),
 - an unprivileged uid of its own per running call, leased machine-wide with a lock file, because
@@ -16,15 +19,19 @@ sandbox user can execute) which layers, from the outside in:
 - a seccomp filter (no sockets but AF_UNIX, no ptrace, mount, namespaces, kernel modules, ...),
 - an empty environment but PATH/LANG, `python -I -S` (no site-packages, no PYTHON* variables),
 - a wall-clock timeout (the launcher SIGKILLs init; the trainer kills the launcher's process group
-  if that ever fails), death with the parent (init with the launcher, the code with init), and
+  if that ever fails), death with the parent (the launcher with the trainer's calling thread, init
+  with the launcher, the code with init), and
   output read while it runs, keeping a head and a tail within a byte budget and stopping the run
   when it prints too much.
 
 docs/sandbox.md has the escape tests, what contains each, and the measured cost.
 
-When the kernel refuses a layer (not root, no user namespaces, no libseccomp), the run goes on with
-the layers that work, and says so: in `SandboxResult.notes`, in the tool text, in `capabilities()`,
-and in a one-time warning. A failure of the sandbox itself (not of the code) raises `SandboxError`.
+Without the namespaces (turned off, or refused by the kernel: not root and no user namespaces) nothing
+runs unless `SandboxConfig.allow_unisolated` says so: a `SandboxError` names the field. When another
+layer is refused (not root, no libseccomp), or the caller allowed that, the run goes on with the layers
+that work, and says so: in `SandboxResult.notes`, in the tool text, in `capabilities()`, and in a
+one-time warning. A failure of the sandbox itself (not of the code) raises `SandboxError`; a machine
+whose sandbox uids are all in use is a tool result (outcome error, "the sandbox is busy").
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import logging
 import marshal
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -50,11 +58,13 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+from arl import settings as arl_settings
+
 log = logging.getLogger(__name__)
 
 LAUNCHER = Path(__file__).with_name("_launcher.py")
 OUTCOMES = ("ok", "error", "timeout", "killed")
-LAYERS = ("netns", "pidns", "mountns", "ipcns", "utsns", "proc", "rlimits", "user", "seccomp")
+LAYERS = ("netns", "pidns", "mountns", "ipcns", "utsns", "proc", "hostfs", "dev", "rlimits", "user", "seccomp")
 MISSING_LAYER_EFFECT = {
     "netns": "NO NETWORK ISOLATION: the code can open network connections",
     "pidns": "leftover processes are killed afterwards by the call's uid (with the user switch), else only "
@@ -63,8 +73,12 @@ MISSING_LAYER_EFFECT = {
     "ipcns": "System V IPC objects are shared with the host",
     "utsns": "the host name is shared with the host",
     "proc": "the code can list the host's processes and their command lines",
+    "hostfs": "the code sees the host's file system: every world-readable file (the project, run folders "
+              "with their answers, /sys) and the Unix sockets under /run and /tmp (system log, D-Bus)",
+    "dev": "the host's /dev: every device node the code's user may open",
     "rlimits": "nothing bounds CPU, memory, processes or file size",
-    "user": "the code can read and write whatever the trainer's user can",
+    "user": "the code runs as the trainer's user: it can read and write whatever of the host it sees as "
+            "that user (with the mount namespace, only its own root)",
     "seccomp": "all system calls are open to the code",
 }
 """What the code can do when a layer is missing, for the notes and the warning."""
@@ -74,6 +88,10 @@ CODE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL":
 
 PYTHON_CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
 """System interpreters tried, after the trainer's own, when the code runs as another user."""
+
+WORKDIR_PREFIX = "arl-sandbox-"
+"""Host working folders (only without a mount namespace) are named PREFIX<trainer pid>-<random>, so that
+a later Sandbox can remove those of trainers that were killed mid-call."""
 
 BACKSTOP_GRACE_S = 2.0
 """How long past the wall timeout the trainer waits for the launcher before killing its process group."""
@@ -127,7 +145,11 @@ class SandboxConfig:
     python: str | None = None
     """Interpreter for the code; None: the trainer's if the sandbox user can execute it, else a system python3."""
     namespaces: bool = True
-    """Network, PID, mount, IPC and UTS namespaces (turn off only to debug: the notes will say so)."""
+    """Network, PID, mount, IPC and UTS namespaces (turn off only to debug, with allow_unisolated)."""
+    allow_unisolated: bool = False
+    """Run the code even without the namespaces (turned off, or refused by the kernel): then it can
+    signal every process of its user (the trainer's, without root), read the host's files and reach
+    its Unix sockets. Off: such a run raises `SandboxError` before any code runs."""
     switch_user: bool = True
     """Run as an unprivileged uid (needs root; otherwise the notes say the code runs as you)."""
     seccomp: bool = True
@@ -175,7 +197,7 @@ class SandboxResult:
     """The exit status; None when a signal ended it; -N for signal N (as in subprocess)."""
     latency_s: float
     truncated: bool
-    """Part of stdout or stderr was left out (a marker says how many bytes, where)."""
+    """Part of stdout or stderr was left out (`<truncated: N bytes left out>` says how many, where)."""
     reason: str = ""
     """Why the outcome, in words (empty for ok)."""
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -252,28 +274,42 @@ class _Capture:
     def omitted(self) -> int:
         return self.total - len(self.head) - len(self.tail)
 
-    def text(self) -> str:
+    def text(self, sanitize: Callable[[str], str]) -> str:
+        """The kept output, sanitised, with the truncation marker where bytes were left out."""
         head = self.head.decode("utf-8", errors="replace")
         tail = self.tail.decode("utf-8", errors="replace")
         if self.omitted:
-            return f"{head}\n[... {self.omitted} bytes left out ...]\n{tail}"
-        return head + tail
+            # Head and tail apart, the marker between: the sanitiser escapes the marker's `<` in the
+            # code's own output, so this is the only marker the result can hold.
+            return f"{sanitize(head)}\n<{TRUNCATION_TAG}: {self.omitted} bytes left out>\n{sanitize(tail)}"
+        return sanitize(head + tail)
+
+
+TRUNCATION_TAG = "truncated"
+"""The truncation marker is `<truncated: N bytes left out>`; the sanitiser always escapes this tag."""
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 and C1 control characters but newline and tab, and the bidirectional marks, embeddings, overrides
+and isolates, which can make text display otherwise than it reads (a reviewer of a transcript, a log)."""
 
 
 def make_sanitizer(reserved_tags: tuple[str, ...]):
     """A function that makes printed text harmless in a chat transcript.
 
-    Escapes `<` as `&lt;` where it starts a special token (`<|im_end|>`, any `<|...|>`) or a reserved
-    tag (`<tool_response>`, `</tool_call>`, ...), so that tokenising the tool result never produces the
-    protocol's tokens; and writes control characters other than newline and tab as `\\xNN`.
+    Escapes `<` as `&lt;` where it starts a special token (`<|im_end|>`, any `<|...|>`), a reserved
+    tag (`<tool_response>`, `</tool_call>`, ...) or the truncation marker, so that tokenising the tool
+    result never produces the protocol's tokens and the code cannot fake a truncation; and writes
+    control characters (C0 and C1, but newline and tab) as `\\xNN` and bidirectional controls as `\\uNNNN`.
     """
-    tags = "|".join(re.escape(t) for t in reserved_tags)
-    token_start = re.compile(r"<(?=\|[^<>|\s]{0,64}\|>)" + (rf"|<(?=/?(?:{tags})\b)" if tags else ""))
-    control = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+    tags = "|".join(re.escape(t) for t in (*reserved_tags, TRUNCATION_TAG))
+    token_start = re.compile(rf"<(?=\|[^<>|\s]{{0,64}}\|>)|<(?=/?(?:{tags})\b)")
+
+    def escape(match: re.Match) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
     def sanitize(text: str) -> str:
-        text = token_start.sub("&lt;", text)
-        return control.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+        return CONTROL_CHARACTERS.sub(escape, token_start.sub("&lt;", text))
 
     return sanitize
 
@@ -297,7 +333,8 @@ UID_LEASE_SPAN = 4096
 
 @contextlib.contextmanager
 def _uid_lease(first_uid: int, switch_user: bool):
-    """The uid for one call, held (an exclusive flock on a root-only lock file) until the call ends.
+    """The uid for one call, held (an exclusive flock on a root-only lock file) until the call ends;
+    None when every uid of the range is held.
 
     Machine-wide, so that two Sandboxes, in one trainer or in two, never share a uid: a fork bomb in
     one would otherwise use up RLIMIT_NPROC of the other, and the uid sweep of one (without a PID
@@ -322,7 +359,36 @@ def _uid_lease(first_uid: int, switch_user: bool):
         finally:
             os.close(fd)  # releases the lock
         return
-    raise SandboxError(f"all {UID_LEASE_SPAN} uids from SandboxConfig.first_uid={first_uid} are in use")
+    yield None
+
+
+def _paths_to_hide() -> list[str]:
+    """The trainer's folders, which the code's view leaves out: its home and the usual ones, the working
+    directory (the project), the repository `arl` runs from (unless installed in site-packages) and
+    `arl.settings` home (models, checkpoints, run folders). Only where one lies inside a tree that the
+    view keeps for the interpreter (a project under /usr/src) does the launcher need to mask it."""
+    package = Path(__file__).resolve().parents[1]
+    paths = {"/tmp", "/var/tmp", "/run", "/var/run", "/root", "/home", tempfile.gettempdir(),
+             os.path.expanduser("~"), os.getcwd(), str(arl_settings.get().home)}
+    if "site-packages" not in package.parts:
+        repository = next((p for p in package.parents if (p / "pyproject.toml").exists() or (p / ".git").exists()),
+                          package)
+        paths.add(str(repository))
+    return sorted({os.path.realpath(p) for p in paths})
+
+
+def _remove_stale_workdirs() -> None:
+    """Remove host working folders of trainers that were killed mid-call (named after their pid)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
+        pid = folder.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -333,12 +399,22 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+_UNISOLATED_ERROR = (
+    "the sandbox cannot isolate the code ({why}): without its own PID, mount and network namespaces the "
+    "code could signal every process of its user, the trainer's included, read the host's files and reach "
+    "its Unix sockets. {fix}, or set SandboxConfig.allow_unisolated=True to run it anyway")
+
+
 class Sandbox:
     """Runs code in the cage described in this module's docstring; thread-safe, `max_concurrent` at a time."""
 
     def __init__(self, config: SandboxConfig | None = None):
         self.config = (config or SandboxConfig()).validate()
+        if not (self.config.namespaces or self.config.allow_unisolated):
+            raise SandboxError(_UNISOLATED_ERROR.format(why="SandboxConfig.namespaces=False",
+                                                        fix="Set SandboxConfig.namespaces=True"))
         self.python = resolve_python(self.config)
+        _remove_stale_workdirs()
         self._sanitize = make_sanitizer(self.config.reserved_tags)
         self._running = threading.BoundedSemaphore(self.config.max_concurrent)
         self._capabilities: SandboxCapabilities | None = None
@@ -367,17 +443,26 @@ class Sandbox:
             reason = f"the code is {len(source)} bytes, over the limit of {self.config.max_code_bytes}; not run"
             return SandboxResult("error", "", "", None, time.monotonic() - start, False, reason), {}
         with self._running, _uid_lease(self.config.first_uid, self.config.switch_user) as uid:
+            if uid is None:
+                log.warning("all %d sandbox uids from %d are in use", UID_LEASE_SPAN, self.config.first_uid)
+                reason = (f"the sandbox is busy: all {UID_LEASE_SPAN} of its uids are in use by other calls on "
+                          "this machine; the code was not run, try again later")
+                return SandboxResult("error", "", "", None, time.monotonic() - start, False, reason), {}
             result, layers = self._launch(source, uid, start)
         log.debug("sandbox outcome=%s latency=%.3fs reason=%s", result.outcome, result.latency_s, result.reason)
         return result, layers
 
     def _launch(self, source: bytes, uid: int, start: float) -> tuple[SandboxResult, dict]:
         cfg = self.config
-        host_workdir = tempfile.mkdtemp(prefix="arl-sandbox-")
+        # Made by the launcher only without a mount namespace; removed below, or by a later Sandbox.
+        host_workdir = os.path.join(tempfile.gettempdir(), f"{WORKDIR_PREFIX}{os.getpid()}-{secrets.token_hex(6)}")
         status_r, status_w = os.pipe()
         settings = {
-            "code": source, "status_fd": status_w, "python": self.python, "uid": uid, "gid": cfg.gid, "env": CODE_ENV,
-            "namespaces": cfg.namespaces, "switch_user": cfg.switch_user, "seccomp": cfg.seccomp,
+            # The real binary: a venv's link may sit in the project folder, which the code's view leaves out.
+            "code": source, "status_fd": status_w, "python": os.path.realpath(self.python), "uid": uid, "gid": cfg.gid,
+            "env": CODE_ENV,
+            "namespaces": cfg.namespaces, "allow_unisolated": cfg.allow_unisolated, "switch_user": cfg.switch_user,
+            "seccomp": cfg.seccomp, "trainer_pid": os.getpid(), "hide": _paths_to_hide(),
             "wall_timeout_s": cfg.wall_timeout_s, "disk_bytes": cfg.disk_bytes, "host_workdir": host_workdir,
             "limits": {"cpu_s": cfg.cpu_time_s, "memory_bytes": cfg.memory_bytes, "processes": cfg.max_processes,
                        "file_bytes": cfg.file_size_bytes, "open_files": cfg.open_files},
@@ -388,7 +473,6 @@ class Sandbox:
                                     pass_fds=(status_w,), start_new_session=True, env={}, cwd="/")
         except OSError as exc:
             os.close(status_r)
-            shutil.rmtree(host_workdir, ignore_errors=True)
             raise SandboxError(f"cannot start the sandbox launcher with {self.python}: {exc}") from exc
         finally:
             os.close(status_w)
@@ -457,11 +541,16 @@ class Sandbox:
 
     def _result(self, status: dict, stopped_by_trainer: str, streams: dict[str, _Capture], latency: float):
         cfg = self.config
+        if status.get("unisolated"):
+            missing = "; ".join(f"{name}: {why}" for name, why in status["layers"].items() if why is not True)
+            raise SandboxError(_UNISOLATED_ERROR.format(
+                why=missing, fix="Run as root, or where the kernel allows unprivileged user namespaces "
+                                 "(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)"))
         if "setup_error" in status:
             raise SandboxError(f"sandbox setup failed: {status['setup_error']} (python {self.python}; "
                                "set SandboxConfig.python to an interpreter the sandbox user can execute, "
                                "or see docs/sandbox.md for the layers)")
-        stdout, stderr = (self._sanitize(streams[name].text()) for name in ("stdout", "stderr"))
+        stdout, stderr = (streams[name].text(self._sanitize) for name in ("stdout", "stderr"))
         truncated = any(capture.omitted for capture in streams.values())
         layers = status.get("layers", {})
         exit_code, signum = status.get("exit_code"), status.get("signal")
