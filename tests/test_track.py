@@ -221,7 +221,7 @@ def test_tracker_none_is_a_no_op(tmp_path, kind):
     with Tracker.create(kind, run) as t:
         t.log(0, {"reward/mean": 1.0})
     t.close()
-    assert sorted(p.name for p in run.path.iterdir()) == ["checkpoints", "config.json"]
+    assert sorted(p.name for p in run.path.iterdir()) == [".lock", "checkpoints", "config.json", "run.json"]
 
 
 def test_unknown_tracker_names_the_valid_kinds(tmp_path):

@@ -4,14 +4,18 @@
 `settings.checkpoint_root()/RUN/...`; `trio://` and `tinker://` URIs written by scripts for the
 reference lab resolve the same way, and a plain folder path is accepted as it is.
 Each folder holds standard files (safetensors weights, a peft adapter for LoRA, `optimizer.pt`) plus
-`arl_checkpoint.json`, so another process, or plain `transformers`/`peft`, can load it.
+`arl_checkpoint.json`, so another process, or plain `transformers`/`peft`, can load it. The metadata
+lists each file's SHA-256 (`files`): a checkpoint damaged after it was written fails `verify` with an
+error naming the file, rather than loading garbage.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -25,6 +29,10 @@ META_FILE = "arl_checkpoint.json"
 
 class CheckpointNotFoundError(FileNotFoundError):
     pass
+
+
+class CheckpointCorruptError(ValueError):
+    """A checkpoint's files do not match the digests its metadata recorded."""
 
 
 def checkpoint_root() -> Path:
@@ -61,26 +69,110 @@ def read_meta(path: str) -> tuple[Path, dict]:
             f"no checkpoint at {path!r} (looked for {meta_file}); pass a path returned by save_state / "
             f"save_weights_for_sampler, and check ARL_HOME (now {settings.get().home})"
         )
-    return folder, json.loads(meta_file.read_text())
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointCorruptError(f"checkpoint {folder}: {META_FILE} is not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or not {"kind", "base_model", "lora_rank"} <= set(meta):
+        raise CheckpointCorruptError(f"checkpoint {folder}: {META_FILE} lacks kind, base_model or lora_rank")
+    return folder, meta
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file in a checkpoint folder but the metadata (which records them)."""
+    out = {}
+    for f in sorted(Path(folder).iterdir()):
+        if f.is_file() and f.name != META_FILE:
+            h = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            out[f.name] = h.hexdigest()
+    return out
+
+
+def verify(folder: Path, meta: dict) -> None:
+    """Check a checkpoint's files against the digests in its metadata (checkpoints written before the
+    digests existed pass unchecked)."""
+    expected = meta.get("files")
+    if expected is None:
+        return
+    actual = file_digests(folder)
+    for name, digest in expected.items():
+        if name not in actual:
+            raise CheckpointCorruptError(f"checkpoint {folder}: {name} is missing")
+        if actual[name] != digest:
+            raise CheckpointCorruptError(f"checkpoint {folder}: {name} is damaged (its SHA-256 differs from "
+                                         f"the one recorded when it was saved)")
+
+
+_PARTIAL = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_partial(parent: Path) -> None:
+    """Finish what a killed `atomic_dir` left in `parent`: a temporary folder of a dead process is
+    removed; a displaced old checkpoint whose replacement never arrived is put back, else removed."""
+    if not Path(parent).is_dir():
+        return
+    for entry in Path(parent).iterdir():
+        m = _PARTIAL.match(entry.name)
+        if not m or _alive(int(m["pid"])):
+            continue
+        target = entry.parent / m["name"]
+        if m["kind"] == "old" and not target.exists():
+            os.replace(entry, target)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for f in folder.iterdir():
+        if f.is_file():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+    _fsync_path(folder)
+
+
+def _fsync_path(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
 def atomic_dir(target: Path, overwrite: bool = True):
-    """Yield a temporary folder beside `target`; on success it replaces `target` in one rename, so a
-    crash at any moment leaves either the old checkpoint or the new one, never half of one."""
+    """Yield a temporary folder beside `target`; on success its files are fsynced and it replaces
+    `target` in one rename, so a crash at any moment leaves either the old checkpoint or the new one,
+    never half of one (what a kill leaves behind, `clean_partial` finishes on the next write)."""
     target = Path(target)
     if target.exists() and not overwrite:
         raise FileExistsError(f"checkpoint {target} exists; pass overwrite=True or choose another name")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    clean_partial(target.parent)
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = target.parent / f".{target.name}.tmp-{tag}"
     tmp.mkdir()
     try:
         yield tmp
+        _fsync_tree(tmp)
         old = None
         if target.exists():
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            old = target.parent / f".{target.name}.old-{tag}"
             os.replace(target, old)
         os.replace(tmp, target)
+        _fsync_path(target.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
@@ -89,7 +181,16 @@ def atomic_dir(target: Path, overwrite: bool = True):
 
 
 def write_json(path: Path, obj) -> None:
-    """Write JSON through a temporary file and a rename (atomic on POSIX)."""
+    """Write JSON through a temporary file, an fsync and a rename (atomic on POSIX)."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(obj, indent=2, sort_keys=True))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_path(path.parent)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,12 @@ def cmd_demo(args) -> int:
     import arl
     from tqdm import tqdm
 
+    from .models.zoo import check_name
     from .rollout import sft_datum
+
+    if args.steps < 1 or not args.lr > 0:
+        raise ValueError(f"--steps {args.steps} --lr {args.lr}: steps must be at least 1 and lr greater than 0")
+    check_name(args.model)
 
     service = arl.ServiceClient(run_name="demo")
     client = service.create_full_training_client(args.model, seed=0)
@@ -68,6 +74,34 @@ def cmd_list(args) -> int:
     return 0
 
 
+def resolver(recipe):
+    """`resolve(preset, overrides) -> Config` of a chapter: its presets, the overrides, every field's
+    checks, and the names a run would load (models, the tracker) checked without building anything."""
+    from . import config
+
+    def resolve(preset: str, overrides) -> object:
+        cfg = config.resolve(recipe.Config, recipe.PRESETS, preset, overrides)
+        check_names(cfg)
+        return cfg
+
+    return resolve
+
+
+def check_names(cfg) -> None:
+    """`model` / `teacher_model` name a model (`arl models`) and `tracker` a tracker."""
+    from .models.zoo import check_name
+    from .track.trackers import check_kind
+
+    for name in ("model", "teacher_model"):
+        if getattr(cfg, name, None) is not None:
+            try:
+                check_name(getattr(cfg, name))
+            except ValueError as e:
+                raise ValueError(f"{name}={getattr(cfg, name)!r}: {e}") from None
+    if hasattr(cfg, "tracker"):
+        check_kind(cfg.tracker)
+
+
 def cmd_run(args) -> int:
     """Resolve the config (failing before any work on a bad key or value), then run the chapter."""
     from dataclasses import asdict
@@ -83,51 +117,70 @@ def cmd_run(args) -> int:
         print(config.help_text(recipe.Config, recipe.PRESETS))
         return 0
     if args.resume:
-        run = RunDir.open(args.resume)
-        fields = set(recipe.Config.__dataclass_fields__)
-        unread = sorted(set(run.config) - fields)
-        if unread:  # a run started before the chapter stopped listing fields it never read
-            print(f"resuming: {args.chapter} no longer has {', '.join(unread)} (it never read them); ignored", file=sys.stderr)
-        cfg = recipe.Config(**{k: v for k, v in run.config.items() if k in fields})
-        cfg.validate()
+        run, cfg = _resumed(args, recipe)
         print(f"resuming {run.path}")
     else:
-        try:
-            cfg = config.resolve(recipe.Config, recipe.PRESETS, args.preset, args.overrides)
-        except ValueError as e:
-            print(f"arl run {args.chapter}: {e}", file=sys.stderr)
-            return 2
-        run = RunDir.create(args.out, args.chapter, args.name, asdict(cfg))
+        cfg = resolver(recipe)(args.preset or "mini", args.overrides)
+        RunDir.check_new(args.out or "runs", args.chapter, args.name)
+        run = RunDir.create(args.out or "runs", args.chapter, args.name, asdict(cfg))
         print(f"run folder: {run.path}")
     recipe.main(cfg, run, resume=bool(args.resume))
     print(f"report: {run.report_file}")
     return 0
 
 
+def _resumed(args, recipe):
+    """The run folder (locked) and config of `arl run CHAPTER --resume RUN`: the run as it was configured.
+    A run of another chapter, a change of setting, or a new name/preset/out is refused before anything
+    in the folder changes."""
+    from dataclasses import asdict
+
+    from . import config
+    from .track import RunDir
+
+    for flag, value in (("--name", args.name), ("--preset", args.preset), ("--out", args.out)):
+        if value is not None:
+            raise ValueError(f"{flag} does not go with --resume: a resumed run keeps its folder and settings; "
+                             f"drop {flag}, or start a new run without --resume")
+    run = RunDir.open(args.resume)
+    if run.chapter != args.chapter:
+        raise ValueError(f"{run.path} is a {run.chapter} run, not {args.chapter}; resume it with "
+                         f"`arl run {run.chapter} --resume {args.resume}`")
+    fields = set(recipe.Config.__dataclass_fields__)
+    unread = sorted(set(run.config) - fields)
+    if unread:  # a run started before the chapter stopped listing fields it never read
+        print(f"resuming: {args.chapter} no longer has {', '.join(unread)} (it never read them); ignored", file=sys.stderr)
+    stored = {k: v for k, v in run.config.items() if k in fields}
+    cfg = config.resolve(recipe.Config, {"resumed": stored}, "resumed", args.overrides)
+    check_names(cfg)
+    changed = [f"{k}={v!r} (the run has {stored.get(k)!r})" for k, v in asdict(cfg).items() if k in stored and stored[k] != v]
+    if changed:
+        raise ValueError(f"--resume continues a run with the settings it started with; {', '.join(changed)}: "
+                         f"start a new run to change them")
+    return run.lock(), cfg
+
+
 def cmd_compare(args) -> int:
     """Plan the arms (failing before any run on a bad key or value), run what is unfinished, report."""
-    import functools
-
     from . import config
     from .recipes import load
     from .report.compare import write_compare_report
     from .track.compare import PLAN_FILE, Plan, parse_vary, run_all
 
-    try:
-        recipe = load(args.chapter)
-        resolve = functools.partial(config.resolve, recipe.Config, recipe.PRESETS)
-        if not args.vary and args.out and (Path(args.out) / PLAN_FILE).is_file():  # resume it, or --report-only
-            plan = Plan.open(args.out, resolve)
-            if plan.chapter != args.chapter:
-                raise ValueError(f"{args.out} compares {plan.chapter}, not {args.chapter}")
-        else:
-            arms = parse_vary(args.vary or [])
-            base = dict(config.split_override(item) for item in args.set)
-            out = args.out or f"runs/compare/{args.chapter}-{'-'.join(dict.fromkeys(a.name.split('=')[0] for a in arms))}"
-            plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)), resolve)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"arl compare {args.chapter}: {e}", file=sys.stderr)
-        return 2
+    recipe = load(args.chapter)
+    for flag, value in (("--seeds", args.seeds), ("--jobs", args.jobs), ("--threads", args.threads)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} {value}: must be at least 1")
+    resolve = resolver(recipe)
+    if not args.vary and args.out and (Path(args.out) / PLAN_FILE).is_file():  # resume it, or --report-only
+        plan = Plan.open(args.out, resolve)
+        if plan.chapter != args.chapter:
+            raise ValueError(f"{args.out} compares {plan.chapter}, not {args.chapter}")
+    else:
+        arms = parse_vary(args.vary or [])
+        base = dict(config.split_override(item) for item in args.set)
+        out = args.out or f"runs/compare/{args.chapter}-{'-'.join(dict.fromkeys(a.name.split('=')[0] for a in arms))}"
+        plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)), resolve)
     n_arms, n_seeds = len(plan.arms), len(plan.seeds)
     print(f"comparison folder: {plan.folder} ({n_arms} arm{'s' * (n_arms != 1)} x {n_seeds} seed{'s' * (n_seeds != 1)})")
     failures = [] if args.report_only else run_all(plan, args.jobs, args.threads)
@@ -182,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                        add_help=False)
     p.add_argument("chapter")
     p.add_argument("overrides", nargs="*", help="config overrides, key=value")
-    p.add_argument("--preset", default="mini", help="smoke (seconds), mini (minutes on 2 cores) or full (a real model)")
-    p.add_argument("--out", default="runs", help="root folder of run folders (runs/CHAPTER/NAME)")
+    p.add_argument("--preset", default=None, help="smoke (seconds), mini (minutes on 2 cores; the default) or full (a real model)")
+    p.add_argument("--out", default=None, help="root folder of run folders (runs/CHAPTER/NAME; default runs)")
     p.add_argument("--name", default=None, help="run folder name (default: a timestamp)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint")
     p.add_argument("-h", "--help", dest="help_config", action="store_true", help="list the chapter's config fields")
@@ -226,11 +279,36 @@ def main(argv: list[str] | None = None) -> int:
         if args.command != "run" or any(e.startswith("-") or "=" not in e for e in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides += extra
-    if args.threads:
-        from . import settings
+    try:
+        if args.threads is not None and args.threads < 1:
+            raise ValueError(f"--threads {args.threads}: must be at least 1")
+        if args.threads:
+            from . import settings
 
-        settings.configure(num_threads=args.threads)
-    return args.fn(args)
+            settings.configure(num_threads=args.threads)
+        return args.fn(args)
+    except KeyboardInterrupt:
+        print(f"arl {args.command}: interrupted; what was written is intact (a run resumes with --resume RUN_DIR)",
+              file=sys.stderr)
+        return 130
+    except USER_ERRORS as e:
+        if os.environ.get("ARL_DEBUG"):
+            raise
+        where = f"arl {args.command}" + (f" {args.chapter}" if getattr(args, "chapter", None) else "")
+        hint = " (ARL_DEBUG=1 shows the traceback)" if isinstance(e, (RuntimeError, FloatingPointError)) else ""
+        print(f"{where}: {_one_line(e)}{hint}", file=sys.stderr)
+        return 2
+
+
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, RuntimeError,
+               FloatingPointError)
+"""What the command reports as one message instead of a traceback: bad input (ValueError, a missing or
+existing file or folder), a run folder in use or a resume that cannot go on (RuntimeError), a refused
+non-finite step (FloatingPointError)."""
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 if __name__ == "__main__":

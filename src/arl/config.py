@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import difflib
 import inspect
+import math
 import types
 import typing
 
@@ -98,9 +99,31 @@ def resolve(config_cls, presets: dict[str, dict], preset: str, overrides: list[s
             raise ValueError(f"unknown config key {key!r}{hint}; `arl run CHAPTER --help` lists them")
         values[key] = _convert(key, value, hints[key]) if isinstance(value, str) and hints[key] is not str else value
     cfg = config_cls(**values)
+    check_common(cfg)
     if hasattr(cfg, "validate"):
         cfg.validate()
     return cfg
+
+
+def check_common(cfg) -> None:
+    """Rules every chapter's fields follow, by name, so that no chapter has to repeat them: numbers are
+    finite; the signs of learning rates, temperatures, time limits, threads. (The CLI also checks that
+    `model` names a model and `tracker` a tracker: `arl.cli.check_names`.)"""
+    for f in dataclasses.fields(cfg):
+        name, value = f.name, getattr(cfg, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name}={value}: must be a finite number")
+        if value is None or isinstance(value, bool):
+            continue
+        if name == "learning_rate" or name.endswith("_learning_rate") or name.endswith("_s"):
+            if value <= 0:
+                raise ValueError(f"{name}={value}: must be greater than 0")
+        elif name == "temperature" and value < 0:
+            raise ValueError(f"{name}={value}: must be >= 0 (0 = greedy)")
+        elif name in ("threads", "lora_rank", "warmup_steps") and value < 0:
+            raise ValueError(f"{name}={value}: must be >= 0")
+        elif name in ("grad_clip_norm", "kl_coef") and value < 0:
+            raise ValueError(f"{name}={value}: must be >= 0 (0 = off)")
 
 
 def split_override(item: str) -> tuple[str, str]:

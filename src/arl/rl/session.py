@@ -6,10 +6,12 @@ end (summary, plots, report: `finish`).
 
 from __future__ import annotations
 
-import json
+import re
 import resource
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import checkpoints, report
 from ..client import ServiceClient
@@ -17,6 +19,15 @@ from ..eval import before_after, summary_rows
 from ..settings import configure
 from ..track import RunDir, Tracker, progress
 from .task import Task
+
+LATEST_FILE = "latest.json"
+UNREADABLE = (checkpoints.CheckpointNotFoundError, checkpoints.CheckpointCorruptError, ValueError, RuntimeError,
+              OSError, EOFError, KeyError)
+"""What a damaged checkpoint raises on load (safetensors, torch.load, the metadata)."""
+
+
+class ResumeError(RuntimeError):
+    """A run cannot be resumed; nothing in its folder was changed."""
 
 
 def service(cfg, run: RunDir) -> ServiceClient:
@@ -40,14 +51,21 @@ class Session:
     """The `TrainingClient`."""
     start: int
     """The first step to run: 0, or the step of the checkpoint a resumed run restarts from."""
-    start_path: str | None
-    """The cold start's saved state (the weights step 0 began from), None without a cold start."""
     tokenizer: object
     tracker: Tracker
     last: int = 0
     """The last step ended (1-based; 0 before any in this process)."""
+    _start_path: object = field(default=..., repr=False)
     _bar: object = field(default=None, repr=False)
     _shown: Sequence[str] = ()
+
+    @property
+    def start_path(self) -> str | None:
+        """The cold start's saved state (the weights step 0 began from), None without a cold start. A
+        resumed run asks the task for it only when something reads it (a teacher, a KL reference)."""
+        if self._start_path is ...:
+            self._start_path = self.task.start_weights()
+        return self._start_path
 
     def steps(self, desc: str, shown: Sequence[str] = ("reward/mean",)) -> Iterator[int]:
         """The 0-based steps still to run, with a progress bar that `end_step` advances, showing the
@@ -82,7 +100,8 @@ class Session:
         self.tracker.log(step, metrics)
         if step % cfg.save_every == 0 or last:
             path = self.client.save_state(f"step-{step:04d}").result().path
-            checkpoints.write_json(run.checkpoints_dir / "latest.json", {"step": step, "path": path})
+            rel = Path(path).resolve().relative_to(run.path.resolve()).as_posix()  # the run can move
+            checkpoints.write_json(run.checkpoints_dir / LATEST_FILE, {"step": step, "path": rel})
         if self._bar is not None:
             self._bar.update()
             self._bar.set_metrics({k: metrics[k] for k in self._shown if k in metrics})
@@ -91,30 +110,61 @@ class Session:
 def open_session(cfg, run: RunDir, resume: bool, task: Task) -> Session:
     """Threads, service, the training client and the step-0 held-out evaluation.
 
-    The client starts from the last checkpoint of a resumed run (optimizer included; the steps logged
-    after it are dropped and redone identically), else from the task's start weights (a fresh
-    optimizer), else from the base model (`cfg.model`, LoRA of `cfg.lora_rank` or full fine-tuning)."""
+    The client starts from the last intact checkpoint of a resumed run (optimizer included; a damaged
+    one is passed over for the one before; the steps logged after it move to `superseded.jsonl` and are
+    redone identically), else from the task's start weights (a fresh optimizer), else from the base
+    model (`cfg.model`, LoRA of `cfg.lora_rank` or full fine-tuning). A resume takes the run's lock first
+    and changes nothing in the folder until a checkpoint has loaded."""
     svc = service(cfg, run)
-    start_path = task.start_weights()
-    start, client = 0, None
-    latest = run.checkpoints_dir / "latest.json"
-    if resume and latest.is_file():
-        saved = json.loads(latest.read_text())
-        run.truncate_after(saved["step"])
-        start, client = saved["step"], svc.create_training_client_from_state_with_optimizer(saved["path"])
-    elif resume:
-        run.truncate_after(-1)
+    start, client, start_path = 0, None, ...
+    if resume:
+        run.lock()
+        found = resume_checkpoint(run, svc)
+        if found is not None:
+            start, client = found
+        run.truncate_after(start if found is not None else -1)
+    if client is None:
+        start_path = task.start_weights()
     if client is None and start_path is not None:
         client = svc.create_training_client_from_state(start_path)
     elif client is None and cfg.lora_rank:
         client = svc.create_lora_training_client(cfg.model, rank=cfg.lora_rank, seed=cfg.seed)
     elif client is None:
         client = svc.create_full_training_client(cfg.model, seed=cfg.seed)
-    session = Session(cfg, run, task, svc, client, start, start_path, client.get_tokenizer(), None)
+    session = Session(cfg, run, task, svc, client, start, client.get_tokenizer(), None, _start_path=start_path)
     if start == 0:
         run.log_metrics(0, session.held_out(0, client.save_weights_and_get_sampling_client()))
     session.tracker = Tracker.create(cfg.tracker, run)
     return session
+
+
+def saved_states(run: RunDir) -> list[tuple[int, Path]]:
+    """(step, folder) of the run's `save_state` checkpoints `step-NNNN`, newest first."""
+    folder = run.checkpoints_dir / "training_state"
+    found = [(int(m[1]), p) for p in folder.glob("step-*") if p.is_dir() and (m := re.fullmatch(r"step-(\d+)", p.name))]
+    return sorted(found, reverse=True)
+
+
+def resume_checkpoint(run: RunDir, svc: ServiceClient) -> tuple[int, object] | None:
+    """(step, training client) of the newest checkpoint of `run` that loads, or None when the run saved
+    none yet. Checkpoints are looked up inside the run folder (a moved or copied run resumes from its
+    own); a damaged one is reported and passed over; `ResumeError` when every one is damaged."""
+    checkpoints.clean_partial(run.checkpoints_dir / "training_state")
+    states = saved_states(run)
+    last = run.last_step()
+    damaged = []
+    for step, folder in states:
+        if last is not None and step > last:  # saved, but its step's logs are gone: not a point to resume from
+            continue
+        try:
+            return step, svc.create_training_client_from_state_with_optimizer(str(folder))
+        except UNREADABLE as e:
+            damaged.append(f"{folder.name}: {e}")
+            warnings.warn(f"resume: checkpoint {folder} does not load ({e}); trying the one before", stacklevel=2)
+    if damaged:
+        raise ResumeError(f"{run.path}: no checkpoint loads ({'; '.join(damaged)}); nothing in the run folder was "
+                          f"changed. Start a new run, or restore a checkpoint from a backup")
+    return None
 
 
 def finish(session: Session, title: str, config: dict) -> None:

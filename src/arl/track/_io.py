@@ -36,7 +36,27 @@ def to_jsonable(obj):
 
 
 def dumps(obj, **kw) -> str:
-    return json.dumps(obj, default=to_jsonable, ensure_ascii=False, **kw)
+    """JSON text of `obj`; a non-finite float (NaN, inf) is written as `null`, so every file stays valid
+    JSON (Python's bare `NaN`/`Infinity` are not) and a reader sees "no value" rather than a number."""
+    try:
+        return json.dumps(obj, default=to_jsonable, ensure_ascii=False, allow_nan=False, **kw)
+    except ValueError:  # a non-finite float somewhere: replace it, then write
+        return json.dumps(_finite_or_null(obj), default=to_jsonable, ensure_ascii=False, allow_nan=False, **kw)
+
+
+def _finite_or_null(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type) or hasattr(obj, "tolist") or hasattr(obj, "item"):
+        try:
+            return _finite_or_null(to_jsonable(obj))
+        except TypeError:
+            return obj
+    return obj
 
 
 def _fsync_dir(folder: Path) -> None:

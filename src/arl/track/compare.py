@@ -80,6 +80,11 @@ class Plan:
         """A new plan, or an existing one in `folder` extended by new arms and seeds (chapter, preset and
         base settings must be the same: a comparison holds one fixed setting)."""
         folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise FileExistsError(f"--out {folder} is a file; pass a folder for the comparison")
+        if folder.is_dir() and not (folder / PLAN_FILE).is_file() and any(folder.iterdir()):
+            raise FileExistsError(f"--out {folder} holds files but no {PLAN_FILE}: it is not a comparison; pass an "
+                                  f"empty or new folder, or a comparison folder to extend")
         if (folder / PLAN_FILE).is_file():
             old = cls.open(folder, resolve)
             for what, a, b in (("chapter", old.chapter, chapter), ("preset", old.preset, preset), ("--set", old.base, base)):

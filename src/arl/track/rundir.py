@@ -9,17 +9,29 @@
     plots/*.png        written by `arl.report.plot_metrics`
     report.html        written by `arl.report.write_report`
 
+    run.json           which chapter made the run (resume refuses another chapter's run)
+    superseded.jsonl   log lines a resume dropped (steps after its checkpoint, redone): moved, never deleted
+    .lock              the pid of the process that holds the run (an exclusive lock, see `RunDir.lock`)
+
 Whole files are replaced with `os.replace`; the two logs are append-only and fsynced on every call,
 so `kill -9` at any moment leaves a folder that `RunDir.open` and `read_metrics` still read (at worst
-the last line is torn, and it is skipped). To resume: `run = RunDir.open(path)`, load the checkpoint
-of step k, `run.truncate_after(k)`, continue from step k + 1.
+the last line is torn, and it is skipped). To resume: `run = RunDir.open(path)`, `run.lock()`, load the
+checkpoint of step k, `run.truncate_after(k)`, continue from step k + 1.
+
+A run folder is created in one step (`mkdir` fails if another process made it first) with mode 0700:
+other users (and sandboxed code, which runs as another uid) cannot read its rollouts and answers.
+One process at a time writes a run: `create` and `lock` take an exclusive `flock` on `.lock`, held until
+the process exits (or `close`); a second process gets `RunLockedError` naming the holder.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
+import fcntl
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from . import _io
@@ -27,10 +39,53 @@ from . import _io
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 ROLLOUTS_FILE = "rollouts.jsonl"
+META_FILE = "run.json"
+SUPERSEDED_FILE = "superseded.jsonl"
+LOCK_FILE = ".lock"
 
 
 class NotARunError(FileNotFoundError):
     """The path given to `RunDir.open` is not a run folder."""
+
+
+class RunLockedError(RuntimeError):
+    """Another process holds the run folder."""
+
+
+_HELD: dict[str, list] = {}
+"""Locks this process holds: real path -> [fd, holders]. flock excludes other processes; the RunDir
+objects of one process share the lock (a test, or a report read during the run, may open it twice)."""
+
+
+def _acquire(path: Path) -> str:
+    key = os.path.realpath(path)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        return key
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise RunLockedError(f"run folder {path} is in use by another process (pid {holder}); wait for it "
+                                 f"to finish or stop it, then try again") from None
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD[key] = [fd, 1]
+    return key
+
+
+def _release(key: str) -> None:
+    held = _HELD.get(key)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] == 0:
+        os.close(held[0])  # closing the last descriptor drops the flock
+        del _HELD[key]
 
 
 def _check_part(field: str, value: str) -> str:
@@ -47,6 +102,16 @@ def _check_step(step) -> int:
     return step
 
 
+def _make(path: Path) -> bool:
+    """Create `path` (mode 0700); False when it exists (an empty existing folder of a name the caller
+    chose is taken as it is: `create` locks it and checks it is still empty)."""
+    try:
+        path.mkdir(mode=0o700)
+        return True
+    except FileExistsError:
+        return False
+
+
 class RunDir:
     """One run's folder. Build it with `RunDir.create(...)` (new run) or `RunDir.open(path)` (resume,
     report); the constructor itself does no I/O."""
@@ -55,11 +120,16 @@ class RunDir:
         self.path = Path(path)
         self.config = config
         self._repaired: set[str] = set()
+        self._lock: str | None = None
 
     # -- layout -------------------------------------------------------------------------------------
     @property
     def chapter(self) -> str:
-        return self.path.parent.name
+        """The chapter that made the run (`run.json`; runs made before it existed: the parent folder's name)."""
+        try:
+            return json.loads((self.path / META_FILE).read_text(encoding="utf-8"))["chapter"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+            return self.path.parent.name
 
     @property
     def name(self) -> str:
@@ -117,9 +187,10 @@ class RunDir:
     # -- create / open ------------------------------------------------------------------------------
     @classmethod
     def create(cls, root: str | Path, chapter: str, name: str | None, config: dict) -> "RunDir":
-        """Make `root/chapter/name/` and write `config.json`. `name=None` picks a timestamp
-        (`20250101-120000`, with `-2`, `-3`... if taken). An existing folder that holds anything
-        is refused rather than mixed into."""
+        """Make `root/chapter/name/` (mode 0700), lock it (`lock`) and write `config.json` and `run.json`.
+        `name=None` picks a timestamp (`20250101-120000`, with `-2`, `-3`... if taken). An existing folder
+        that holds anything is refused rather than mixed into; of two processes creating the same folder
+        at once, exactly one succeeds."""
         _check_part("chapter", chapter)
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict (e.g. dataclasses.asdict(cfg)), got {type(config).__name__}")
@@ -127,25 +198,52 @@ class RunDir:
             text = _io.dumps(config, indent=2, sort_keys=False) + "\n"
         except TypeError as e:
             raise TypeError(f"config cannot be saved as JSON: {e}") from None
+        cls.check_new(root, chapter, name)
         parent = Path(root).expanduser() / chapter
+        parent.mkdir(parents=True, exist_ok=True)
         if name is None:
             stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
             path, i = parent / stamp, 1
-            while path.exists() and any(path.iterdir()):
+            while not _make(path):
                 i += 1
                 path = parent / f"{stamp}-{i}"
         else:
-            path = parent / _check_part("name", name)
-            if path.exists() and not path.is_dir():
-                raise FileExistsError(f"run folder {path} exists and is not a folder; choose another name")
-            if path.is_dir() and any(path.iterdir()):
-                raise FileExistsError(
-                    f"run folder {path} already exists and is not empty; choose another name, "
-                    f"remove the folder, or resume it with --resume (RunDir.open)")
-        path.mkdir(parents=True, exist_ok=True)
+            path = parent / name
+            _make(path)
+        run = cls(path, {})
+        try:
+            run.lock()
+        except RunLockedError:
+            raise FileExistsError(f"run folder {path} is being created by another process; choose another name") from None
+        if any(p.name != LOCK_FILE for p in path.iterdir()):
+            run.close()
+            raise FileExistsError(
+                f"run folder {path} already exists and is not empty; choose another name (--name), "
+                f"remove the folder, or resume it with --resume {path}")
+        os.chmod(path, 0o700)  # an empty folder made beforehand may have been readable by all
         (path / "checkpoints").mkdir(exist_ok=True)
+        _io.atomic_write_text(path / META_FILE, _io.dumps({"chapter": chapter}) + "\n")
         _io.atomic_write_text(path / CONFIG_FILE, text)
-        return cls(path, json.loads(text))
+        run.config = json.loads(text)
+        return run
+
+    @staticmethod
+    def check_new(root: str | Path, chapter: str, name: str | None) -> None:
+        """The errors `create` would raise about where the run goes, without touching the disk (so a
+        command can check its arguments before any work)."""
+        _check_part("chapter", chapter)
+        for folder in (Path(root).expanduser(), Path(root).expanduser() / chapter):
+            if folder.exists() and not folder.is_dir():
+                raise FileExistsError(f"{folder} exists and is not a folder; pass another --out")
+        if name is None:
+            return
+        path = Path(root).expanduser() / chapter / _check_part("name", name)
+        if path.exists() and not path.is_dir():
+            raise FileExistsError(f"run folder {path} exists and is not a folder; choose another name")
+        if path.is_dir() and any(p.name != LOCK_FILE for p in path.iterdir()):
+            raise FileExistsError(
+                f"run folder {path} already exists and is not empty; choose another name (--name), "
+                f"remove the folder, or resume it with --resume {path}")
 
     @classmethod
     def open(cls, path: str | Path) -> "RunDir":
@@ -163,6 +261,26 @@ class RunDir:
         if not isinstance(config, dict):
             raise NotARunError(f"{cfg_file} must hold a JSON object, got {type(config).__name__}")
         return cls(path, config)
+
+    # -- lock ---------------------------------------------------------------------------------------
+    def lock(self) -> "RunDir":
+        """Take the run's exclusive lock (until `close` or the process's exit); `RunLockedError` when
+        another process holds it. `create` takes it; a resume takes it before it changes anything."""
+        if self._lock is None:
+            self._lock = _acquire(self.path)
+        return self
+
+    def close(self) -> None:
+        """Release the lock (a no-op when not held)."""
+        if self._lock is not None:
+            _release(self._lock)
+            self._lock = None
+
+    def __enter__(self) -> "RunDir":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- logs ---------------------------------------------------------------------------------------
     def _append(self, file: Path, objs: list[dict]) -> None:
@@ -235,8 +353,9 @@ class RunDir:
 
     def truncate_after(self, step: int) -> None:
         """Drop metric and rollout lines with step > `step` (and any torn line), each file in one
-        atomic rewrite, so a run resumed from the checkpoint of `step` continues exactly.
-        `truncate_after(-1)` empties both logs (a resume that found no checkpoint starts over)."""
+        atomic rewrite, so a run resumed from the checkpoint of `step` continues exactly. The dropped
+        lines are first appended to `superseded.jsonl` (each with its `file`), so nothing logged is ever
+        lost. `truncate_after(-1)` empties both logs (a resume that found no checkpoint starts over)."""
         if hasattr(step, "item"):
             step = step.item()
         if isinstance(step, bool) or not isinstance(step, int):
@@ -244,6 +363,12 @@ class RunDir:
         for file in (self.metrics_file, self.rollouts_file):
             if not file.exists():
                 continue
-            keep = [r for r in _io.read_lines(file) if not (isinstance(r.get("step"), int) and r["step"] > step)]
+            rows = _io.read_lines(file)
+            keep = [r for r in rows if not (isinstance(r.get("step"), int) and r["step"] > step)]
+            raw = file.read_bytes()
+            if len(keep) == len(rows) and (not raw or raw.endswith(b"\n")):  # nothing to drop, no torn line
+                continue
+            dropped = [{"file": file.name, **r} for r in rows if isinstance(r.get("step"), int) and r["step"] > step]
+            _io.append_lines(self.path / SUPERSEDED_FILE, dropped)
             _io.atomic_write_text(file, "".join(_io.dumps(r) + "\n" for r in keep))
             self._repaired.add(file.name)

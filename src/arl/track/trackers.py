@@ -30,6 +30,13 @@ def _missing(kind: str, package: str) -> ImportError:
                        f"(or run with tracker=None; metrics.jsonl is written either way)")
 
 
+def check_kind(kind) -> None:
+    """A clear error for a tracker name `Tracker.create` does not know (before a run starts)."""
+    k = kind.strip().lower() if isinstance(kind, str) else kind
+    if k not in (*KINDS, "", "none"):
+        raise ValueError(f"tracker={kind!r}: unknown; choose one of {_names()}")
+
+
 class Tracker:
     """The no-op tracker, and the factory for the others."""
 

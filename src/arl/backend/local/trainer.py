@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import warnings
 from dataclasses import asdict, dataclass
 
@@ -16,7 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from ... import checkpoints, losses, models, settings
-from ...types import Datum, ForwardBackwardOutput, ImageChunk, TensorData
+from ...types import Datum, ForwardBackwardOutput, ImageChunk, NonFiniteError, TensorData
 from .decoder import upcast
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -133,6 +134,8 @@ class LocalTrainer:
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.0)
         self.optim_steps = 0
         self.usage = {"forward_tokens": 0, "train_tokens": 0, "optim_steps": 0}
+        self._first_logp: float | None = None
+        self._collapse_warned = False
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None):
@@ -277,7 +280,7 @@ class LocalTrainer:
         """Loss (and, with `backward`, accumulated gradients) of `data`, already checked by `validate`."""
         spec, config = losses.get_loss(loss_fn, loss_fn_config)
         outputs: list[dict[str, TensorData] | None] = [None] * len(data)
-        loss_sum, n_active, n_tokens = 0.0, 0, 0
+        loss_sum, logp_sum, n_active, n_tokens = 0.0, 0.0, 0, 0
         stat_sums: dict[str, float] = {}
         for idx in self._micro_batches(data):
             batch = [data[i] for i in idx]
@@ -288,9 +291,12 @@ class LocalTrainer:
                             for k in (*spec.inputs, *spec.optional_inputs) if k in batch[0].loss_fn_inputs}
                 terms = spec.fn(logp_N, **inputs_N, **config)
                 loss = terms.loss_N.sum()
+                if not torch.isfinite(loss):
+                    self._refuse(f"{loss_fn} loss is {float(loss)}")
                 if backward:
                     loss.backward()
             loss_sum += float(loss.detach())
+            logp_sum += float(logp_N.detach().sum())
             active_N = terms.active_N
             n_active += int(active_N.sum())
             n_tokens += len(logp_N)
@@ -301,6 +307,7 @@ class LocalTrainer:
                 outputs[i] = {"logprobs": TensorData.from_torch(lp.detach()),
                               "elementwise_loss": TensorData.from_torch(el)}
         self.usage["train_tokens" if backward else "forward_tokens"] += n_tokens
+        self._watch_collapse(logp_sum / max(n_tokens, 1))
         metrics = {
             "loss:sum": loss_sum,
             "loss/sum": loss_sum,
@@ -311,9 +318,32 @@ class LocalTrainer:
         }
         return ForwardBackwardOutput(loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics=metrics)
 
+    def _watch_collapse(self, logp_mean: float) -> None:
+        """Warn once when the model's logprob of the datums' tokens has fallen to the uniform distribution's
+        (-log V: every token equally likely, what a far too large learning rate leaves). A model that
+        started there (random weights) is not warned about: only a fall from above is a collapse."""
+        uniform = -math.log(self.vocab_size)
+        if self._first_logp is None:
+            self._first_logp = logp_mean
+        elif (not self._collapse_warned and self._first_logp > 0.8 * uniform and logp_mean <= 0.95 * uniform):
+            self._collapse_warned = True
+            warnings.warn(f"the policy looks collapsed: its mean logprob of the trained tokens is {logp_mean:.2f}, "
+                          f"the uniform distribution's is {uniform:.2f} (it was {self._first_logp:.2f} at the first "
+                          f"forward); a learning rate far too large does this: lower learning_rate and start again",
+                          RuntimeWarning, stacklevel=2)
+
+    def _refuse(self, what: str) -> None:
+        """Drop the accumulated gradients and raise: a non-finite value never reaches the weights."""
+        self.optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteError(f"{what}: the step is refused and the accumulated gradients dropped, the weights "
+                             f"are unchanged (a learning rate too large, or a NaN in the datums' advantages or "
+                             f"weights, are the usual causes; lower learning_rate and resume)")
+
     def optim_step(self, adam) -> dict[str, float]:
         grads = [p.grad for p in self.params if p.grad is not None]
         grad_norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
+        if not math.isfinite(grad_norm):
+            self._refuse(f"optim_step: the gradient norm is {grad_norm}")
         if adam.grad_clip_norm > 0 and grads:
             torch.nn.utils.clip_grad_norm_(self.params, adam.grad_clip_norm)
         for group in self.optimizer.param_groups:
@@ -350,7 +380,7 @@ class LocalTrainer:
             self._write_weights(tmp)
             if kind == "training_state":
                 torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-            checkpoints.write_json(tmp / checkpoints.META_FILE, meta)
+            checkpoints.write_json(tmp / checkpoints.META_FILE, {**meta, "files": checkpoints.file_digests(tmp)})
 
     def load(self, path: str, with_optimizer: bool) -> None:
         folder, meta = checkpoints.read_meta(path)
@@ -362,6 +392,7 @@ class LocalTrainer:
             raise ValueError(f"checkpoint {path!r} is for base_model={meta['base_model']!r}, "
                              f"lora_rank={meta['lora_rank']}; this client has {self.spec.base_model!r}, "
                              f"lora_rank={self.spec.lora_rank}")
+        checkpoints.verify(folder, meta)
         load_weights(self.model, folder, meta)
         if with_optimizer:
             self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
@@ -386,6 +417,7 @@ def load_weights(model, folder, meta: dict) -> None:
 def sampling_model_from_checkpoint(path: str):
     """(model, loaded base) for a sampler over a saved checkpoint, LoRA merged in."""
     folder, meta = checkpoints.read_meta(path)
+    checkpoints.verify(folder, meta)
     loaded = models.load_model(meta["base_model"])
     model = loaded.model.to(settings.torch_device())
     if meta["lora_rank"] is not None:
