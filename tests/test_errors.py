@@ -117,3 +117,58 @@ def test_auto_shift_is_refused_with_the_alignment_to_use(tc):
     d = arl.Datum(model_input=arl.ModelInput.from_ints([1, 2]), loss_fn_inputs={"target_tokens": [2, 3]})
     with pytest.raises(ValueError, match=r"auto_shift=True is not supported.*C\[:-1\]"):
         tc.forward_backward([d], "cross_entropy", auto_shift=True)
+
+
+def _weights(client):
+    return [p.detach().clone() for p in client._trainer.params]
+
+
+def test_a_non_finite_loss_or_gradient_never_reaches_the_weights(service):
+    """NaN advantages make the loss NaN: forward_backward refuses before the backward pass; an infinite
+    gradient is refused by optim_step before the optimizer; the weights are unchanged each time and the
+    client trains on afterwards."""
+    from arl.rollout import rl_datum, sft_datum
+    from arl.types import NonFiniteError
+
+    tc = service.create_full_training_client(TINY, seed=0)
+    prompt, completion = [1, 2, 3], [4, 5, 6]
+    before = _weights(tc)
+    bad = rl_datum(prompt, completion, [-1.0] * 3, float("nan"))
+    with pytest.raises(NonFiniteError, match="importance_sampling loss is nan.*weights are unchanged"):
+        tc.forward_backward([bad], "importance_sampling").result()
+    tc.forward_backward([sft_datum(prompt, completion)], "cross_entropy").result()
+    tc._trainer.params[0].grad.view(-1)[0] = float("inf")  # as an overflow in a backward pass leaves it
+    with pytest.raises(NonFiniteError, match="gradient norm is inf"):
+        tc.optim_step(arl.AdamParams(learning_rate=1e-3)).result()
+    assert all(torch_equal(a, b) for a, b in zip(before, _weights(tc)))
+    tc.forward_backward([sft_datum(prompt, completion)], "cross_entropy").result()
+    tc.optim_step(arl.AdamParams(learning_rate=1e-3)).result()
+    assert not all(torch_equal(a, b) for a, b in zip(before, _weights(tc)))
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
+
+
+def test_a_non_finite_learning_rate_is_refused_before_the_step():
+    for lr in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="learning_rate must be a finite number >= 0"):
+            arl.AdamParams(learning_rate=lr)
+
+
+def test_a_collapse_to_the_uniform_distribution_is_warned_about(service):
+    """SFT moves the model off its near-uniform start; a learning rate of 1e3 then flattens it to the
+    uniform distribution, and the engine warns once (a random start, already uniform, is not warned about)."""
+    from arl.rollout import sft_datum
+
+    tc = service.create_full_training_client(TINY, seed=0)
+    datum = sft_datum([1, 2, 3], [4, 5, 6, 7])
+    for _ in range(30):
+        tc.forward_backward([datum], "cross_entropy").result()
+        tc.optim_step(arl.AdamParams(learning_rate=3e-3)).result()
+    with pytest.warns(RuntimeWarning, match="the policy looks collapsed"):
+        for _ in range(6):
+            tc.forward_backward([datum], "cross_entropy").result()
+            tc.optim_step(arl.AdamParams(learning_rate=1e3)).result()

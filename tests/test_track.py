@@ -4,6 +4,8 @@ import io
 import json
 import os
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -297,3 +299,66 @@ def test_images_are_stored_once_by_content(tmp_path):
         run.read_image("../config.json")
     with pytest.raises(FileNotFoundError, match="missing from the run folder"):
         run.read_image("0123456789abcdef.png")
+
+
+def _create_at(args):
+    root, barrier_file = args
+    import time as _time
+
+    while not Path(barrier_file).exists():  # start together
+        _time.sleep(0.0005)
+    try:
+        RunDir.create(root, "grpo", "same", {"x": 1})
+        return "created"
+    except FileExistsError:
+        return "refused"
+
+
+def test_two_runs_created_at_once_one_wins(tmp_path):
+    """`create` is one mkdir plus a lock: of processes creating one folder at the same moment, exactly one
+    gets it (the others a clear error), in every trial; the folder is its owner's alone (0700)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    with ctx.Pool(4) as pool:
+        for trial in range(20):
+            go = tmp_path / f"go-{trial}"
+            pending = pool.map_async(_create_at, [(tmp_path / f"t{trial}", go)] * 4)
+            time.sleep(0.05)
+            go.touch()
+            results = pending.get(timeout=30)
+            assert sorted(results) == ["created", "refused", "refused", "refused"], results
+    assert (tmp_path / "t0" / "grpo" / "same").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_held_run_refuses_a_second_holder_and_not_its_own_process(tmp_path):
+    import subprocess
+
+    run = RunDir.create(tmp_path, "grpo", "r", {})
+    again = RunDir.open(run.path).lock()  # the same process: shared
+    code = f"from arl.track import RunDir; RunDir.open({str(run.path)!r}).lock()"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert other.returncode != 0 and "in use by another process" in other.stderr
+    run.close()
+    again.close()
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_failed_resume_point_loses_nothing(tmp_path):
+    """truncate_after moves what it drops to superseded.jsonl: every line logged is still on disk."""
+    run = RunDir.create(tmp_path, "grpo", "r", {})
+    for step in range(5):
+        run.log_metrics(step, {"reward/mean": step / 10})
+    run.truncate_after(2)
+    assert [r["step"] for r in run.read_metrics()] == [0, 1, 2]
+    moved = [json.loads(line) for line in (run.path / "superseded.jsonl").read_text().splitlines()]
+    assert [(r["file"], r["step"]) for r in moved] == [("metrics.jsonl", 3), ("metrics.jsonl", 4)]
+
+
+def test_non_finite_values_are_written_as_null(tmp_path):
+    run = RunDir.create(tmp_path, "grpo", "r", {})
+    run.log_metrics(1, {"loss/sum": float("nan"), "reward/mean": float("inf"), "ok": 1.0})
+    run.write_eval("e", {"x": [float("-inf"), 2.0]})
+    line = run.metrics_file.read_text()
+    assert json.loads(line) == {"step": 1, "loss/sum": None, "reward/mean": None, "ok": 1.0}
+    assert run.read_eval("e") == {"x": [None, 2.0]}

@@ -120,8 +120,9 @@ def _alive(pid: int) -> bool:
 
 
 def clean_partial(parent: Path) -> None:
-    """Finish what a killed `atomic_dir` left in `parent`: a temporary folder of a dead process is
-    removed; a displaced old checkpoint whose replacement never arrived is put back, else removed."""
+    """Finish what a killed `atomic_dir` or atomic file write left in `parent`: a temporary folder or file
+    of a dead process is removed; a displaced old checkpoint whose replacement never arrived is put back,
+    else removed."""
     if not Path(parent).is_dir():
         return
     for entry in Path(parent).iterdir():
@@ -131,8 +132,10 @@ def clean_partial(parent: Path) -> None:
         target = entry.parent / m["name"]
         if m["kind"] == "old" and not target.exists():
             os.replace(entry, target)
-        else:
+        elif entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -183,7 +186,7 @@ def atomic_dir(target: Path, overwrite: bool = True):
 def write_json(path: Path, obj) -> None:
     """Write JSON through a temporary file, an fsync and a rename (atomic on POSIX)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(json.dumps(obj, indent=2, sort_keys=True))

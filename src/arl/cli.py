@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 import time
 from pathlib import Path
 
@@ -279,6 +280,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command != "run" or any(e.startswith("-") or "=" not in e for e in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides += extra
+    with warnings.catch_warnings():  # restores the warning display when a caller (a test) goes on
+        warnings.showwarning = _show_warning
+        return _dispatch(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"arl: warning: {message}", file=sys.stderr)  # the message, without the library's source line
+
+
+def _dispatch(args) -> int:
     try:
         if args.threads is not None and args.threads < 1:
             raise ValueError(f"--threads {args.threads}: must be at least 1")

@@ -5,6 +5,7 @@ run trains and saves a training state, every later run with the same settings lo
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import random
@@ -142,11 +143,21 @@ def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[o
     them, since it is what tells their cache entry apart."""
     run_name = f"coldstart-{spec.key()}"
     uri = checkpoints.make_uri(run_name, "training_state", "final")
-    try:
-        checkpoints.read_meta(uri)
-        return uri
-    except checkpoints.CheckpointNotFoundError:
-        pass
+    lock_file = checkpoints.resolve(uri).parent.parent / "training.lock"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "w") as lock:
+        # one process trains a cold start at a time; the others (parallel arms of a comparison) wait, then load it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            checkpoints.read_meta(uri)
+            return uri
+        except checkpoints.CheckpointNotFoundError:
+            pass
+        _train_cold_start(spec, run_name, train, build_examples)
+    return uri
+
+
+def _train_cold_start(spec: ColdStart, run_name: str, train: Sequence, build_examples) -> None:
     service = ServiceClient(run_name=run_name)
     if spec.init is None:
         client = service.create_full_training_client(spec.model, seed=spec.seed)
@@ -166,4 +177,3 @@ def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[o
             bar.update()
             bar.set_metrics({"loss": out.result().metrics["loss:sum"]})
     client.save_state("final").result()
-    return uri

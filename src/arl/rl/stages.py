@@ -8,6 +8,7 @@ resumed run keeps its finished stages and restarts an unfinished one from that s
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from collections.abc import Iterator, Mapping, Sequence
 
 from .. import checkpoints, report
@@ -40,7 +41,8 @@ class Stages:
 
     def state(self, stage: str) -> str | None:
         """The saved state a finished stage ended in; None while it is not finished."""
-        return self.record["states"].get(stage)
+        path = self.record["states"].get(stage)
+        return None if path is None else str(self.run.path / path)
 
     def begin(self, stage: str, offset: int) -> None:
         """Start (or restart) `stage`, logged at steps offset + 1...: what an earlier try of it logged goes."""
@@ -62,7 +64,8 @@ class Stages:
             self._bar.set_metrics({k: metrics[k] for k in shown if k in metrics})
 
     def end(self, stage: str, path: str) -> None:
-        self.record["states"][stage] = path
+        """Record the state `stage` ended in, relative to the run folder (a moved run finds it)."""
+        self.record["states"][stage] = Path(path).resolve().relative_to(self.run.path.resolve()).as_posix()
         self._save()
 
     def finish(self, title: str, config: dict) -> None:

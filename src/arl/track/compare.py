@@ -156,6 +156,21 @@ class Plan:
                        *[f"{k}={v}" for k, v in self.overrides(arm, seed).items()]]
 
 
+def _die_with_parent(parent: int):
+    """A `preexec_fn`: the run is SIGKILLed when the comparison that started it dies, however it dies (a
+    kill -9 included), so no orphan goes on writing a run folder that a rerun resumes (Linux: prctl)."""
+    def set_death_signal() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # the comparison died before the signal was set
+            os._exit(1)
+    return set_death_signal
+
+
 def default_jobs() -> int:
     """Runs at once: one per core (up to 8), each with one torch thread. The tiny models use a second
     thread poorly, so on 2 cores two 1-thread runs finish 9 GRPO mini runs in 17 minutes where one
@@ -177,8 +192,9 @@ def run_all(plan: Plan, jobs: int | None = None, threads: int | None = None) -> 
         arm, seed = item
         log = logs / f"{arm.slug}-seed{seed}.log"
         with open(log, "a", encoding="utf-8") as f:
+            # the death signal follows the thread that starts the child: a pool thread, alive until every run is done
             rc = subprocess.run(plan.command(arm, seed, threads), stdout=f, stderr=subprocess.STDOUT,
-                                env={**os.environ, "ARL_PROGRESS": "0"}).returncode
+                                env={**os.environ, "ARL_PROGRESS": "0"}, preexec_fn=_die_with_parent(os.getpid())).returncode
         if rc != 0 or not plan.finished(arm, seed):
             failures.append(f"{arm.name} seed {seed}: exit {rc}, see {log}")
 

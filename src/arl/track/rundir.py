@@ -34,6 +34,7 @@ import json
 import os
 from pathlib import Path
 
+from .. import checkpoints
 from . import _io
 
 CONFIG_FILE = "config.json"
@@ -265,9 +266,12 @@ class RunDir:
     # -- lock ---------------------------------------------------------------------------------------
     def lock(self) -> "RunDir":
         """Take the run's exclusive lock (until `close` or the process's exit); `RunLockedError` when
-        another process holds it. `create` takes it; a resume takes it before it changes anything."""
+        another process holds it. `create` takes it; a resume takes it before it changes anything, and then
+        finishes what a killed holder's atomic writes left (`checkpoints.clean_partial`)."""
         if self._lock is None:
             self._lock = _acquire(self.path)
+            for folder in [self.path, *(p for p in self.path.rglob("*") if p.is_dir() and not p.name.startswith("."))]:
+                checkpoints.clean_partial(folder)  # what a killed holder's atomic writes left
         return self
 
     def close(self) -> None:

@@ -134,7 +134,7 @@ class LocalTrainer:
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.0)
         self.optim_steps = 0
         self.usage = {"forward_tokens": 0, "train_tokens": 0, "optim_steps": 0}
-        self._first_logp: float | None = None
+        self._best_logp = -math.inf
         self._collapse_warned = False
 
     # -- validation ---------------------------------------------------------------------------
@@ -292,7 +292,7 @@ class LocalTrainer:
                 terms = spec.fn(logp_N, **inputs_N, **config)
                 loss = terms.loss_N.sum()
                 if not torch.isfinite(loss):
-                    self._refuse(f"{loss_fn} loss is {float(loss)}")
+                    self._refuse(f"{loss_fn} loss is {float(loss.detach())}")
                 if backward:
                     loss.backward()
             loss_sum += float(loss.detach())
@@ -319,17 +319,16 @@ class LocalTrainer:
         return ForwardBackwardOutput(loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics=metrics)
 
     def _watch_collapse(self, logp_mean: float) -> None:
-        """Warn once when the model's logprob of the datums' tokens has fallen to the uniform distribution's
-        (-log V: every token equally likely, what a far too large learning rate leaves). A model that
-        started there (random weights) is not warned about: only a fall from above is a collapse."""
+        """Warn once when the model's mean logprob of the datums' tokens has fallen to the uniform
+        distribution's (-log V: every token equally likely, what a far too large learning rate leaves)
+        from well above it. A model that has always been there (random weights) is not warned about."""
         uniform = -math.log(self.vocab_size)
-        if self._first_logp is None:
-            self._first_logp = logp_mean
-        elif (not self._collapse_warned and self._first_logp > 0.8 * uniform and logp_mean <= 0.95 * uniform):
+        self._best_logp = max(self._best_logp, logp_mean)
+        if not self._collapse_warned and self._best_logp > 0.8 * uniform and logp_mean <= 0.95 * uniform:
             self._collapse_warned = True
             warnings.warn(f"the policy looks collapsed: its mean logprob of the trained tokens is {logp_mean:.2f}, "
-                          f"the uniform distribution's is {uniform:.2f} (it was {self._first_logp:.2f} at the first "
-                          f"forward); a learning rate far too large does this: lower learning_rate and start again",
+                          f"the uniform distribution's is {uniform:.2f} (it was {self._best_logp:.2f} before); a "
+                          f"learning rate far too large does this: lower learning_rate and start again",
                           RuntimeWarning, stacklevel=2)
 
     def _refuse(self, what: str) -> None:
@@ -344,6 +343,8 @@ class LocalTrainer:
         grad_norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
         if not math.isfinite(grad_norm):
             self._refuse(f"optim_step: the gradient norm is {grad_norm}")
+        if self.params and adam.learning_rate > torch.finfo(self.params[0].dtype).max:
+            self._refuse(f"optim_step: learning rate {adam.learning_rate:g} is beyond {self.params[0].dtype}")
         if adam.grad_clip_norm > 0 and grads:
             torch.nn.utils.clip_grad_norm_(self.params, adam.grad_clip_norm)
         for group in self.optimizer.param_groups:
@@ -351,6 +352,10 @@ class LocalTrainer:
                          weight_decay=adam.weight_decay)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if not all(bool(torch.isfinite(p).all()) for p in self.params):
+            raise NonFiniteError(f"optim_step: the update at learning rate {adam.learning_rate:g} overflowed the "
+                                 f"weights to inf/NaN; this client's weights are lost, the checkpoints saved before "
+                                 f"are intact: lower learning_rate and resume or start again")
         self.optim_steps += 1
         self.usage["optim_steps"] += 1
         return {"optim/grad_norm": grad_norm, "optim/lr": adam.learning_rate, "optim/step": float(self.optim_steps)}
