@@ -93,7 +93,7 @@ def test_an_episode_runs_the_code_in_the_sandbox_and_never_trains_its_output(res
 
 @pytest.mark.parametrize("overrides, field", [
     ({"sft_direct_fraction": 1.5}, "sft_direct_fraction"),
-    ({"sandbox_timeout_s": 0}, "wall_timeout_s"),
+    ({"sandbox_timeout_s": 0}, "sandbox_timeout_s"),
     ({"data": "gsm8k/train.jsonl"}, "sft_steps"),
     ({"max_turns": 0}, "max_turns"),
 ])

@@ -362,3 +362,15 @@ def test_non_finite_values_are_written_as_null(tmp_path):
     line = run.metrics_file.read_text()
     assert json.loads(line) == {"step": 1, "loss/sum": None, "reward/mean": None, "ok": 1.0}
     assert run.read_eval("e") == {"x": [None, 2.0]}
+
+
+def test_a_creation_killed_before_its_config_can_be_started_again(tmp_path):
+    first = RunDir.create(tmp_path, "grpo", "r", {"a": 1})
+    first.close()
+    (first.path / "config.json").unlink()  # as a kill between the folder and its config.json leaves it
+    again = RunDir.create(tmp_path, "grpo", "r", {"a": 2})
+    assert again.config == {"a": 2}
+    again.log_metrics(0, {"x": 1.0})
+    again.close()
+    with pytest.raises(FileExistsError, match="already exists"):
+        RunDir.create(tmp_path, "grpo", "r", {"a": 3})

@@ -115,9 +115,12 @@ def check_common(cfg) -> None:
             raise ValueError(f"{name}={value}: must be a finite number")
         if value is None or isinstance(value, bool):
             continue
-        if name == "learning_rate" or name.endswith("_learning_rate") or name.endswith("_s"):
-            if value <= 0:
-                raise ValueError(f"{name}={value}: must be greater than 0")
+        if name == "learning_rate" or name.endswith("_learning_rate"):
+            sentinel = f.default == -1 and value == -1  # a control's "the cold start's rate"
+            if value <= 0 and not sentinel:
+                raise ValueError(f"{name}={value}: must be greater than 0" + (" (or -1: the cold start's)" if f.default == -1 else ""))
+        elif name.endswith("_s") and value < 0:
+            raise ValueError(f"{name}={value}: a time in seconds must be >= 0")
         elif name == "temperature" and value < 0:
             raise ValueError(f"{name}={value}: must be >= 0 (0 = greedy)")
         elif name in ("threads", "lora_rank", "warmup_steps") and value < 0:

@@ -65,6 +65,8 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
 
     def validate(self) -> None:
         super().validate()
+        if self.sandbox_timeout_s <= 0:
+            raise ValueError(f"sandbox_timeout_s={self.sandbox_timeout_s}: must be greater than 0 (seconds a call may run)")
         self.sandbox_config()
         if not 0.0 <= self.sft_direct_fraction <= 1.0:
             raise ValueError(f"sft_direct_fraction={self.sft_direct_fraction}: a share in [0, 1]")

@@ -103,6 +103,14 @@ def _check_step(step) -> int:
     return step
 
 
+def _unstarted(path: Path) -> bool:
+    """A folder no run has started in: empty, or what a creation killed before its config.json left."""
+    if (path / CONFIG_FILE).exists():
+        return False
+    leftovers = {LOCK_FILE, META_FILE, "checkpoints"}
+    return all(p.name in leftovers and not (p.is_dir() and any(p.iterdir())) for p in path.iterdir())
+
+
 def _make(path: Path) -> bool:
     """Create `path` (mode 0700); False when it exists (an empty existing folder of a name the caller
     chose is taken as it is: `create` locks it and checks it is still empty)."""
@@ -216,7 +224,7 @@ class RunDir:
             run.lock()
         except RunLockedError:
             raise FileExistsError(f"run folder {path} is being created by another process; choose another name") from None
-        if any(p.name != LOCK_FILE for p in path.iterdir()):
+        if not _unstarted(path):
             run.close()
             raise FileExistsError(
                 f"run folder {path} already exists and is not empty; choose another name (--name), "
@@ -241,7 +249,7 @@ class RunDir:
         path = Path(root).expanduser() / chapter / _check_part("name", name)
         if path.exists() and not path.is_dir():
             raise FileExistsError(f"run folder {path} exists and is not a folder; choose another name")
-        if path.is_dir() and any(p.name != LOCK_FILE for p in path.iterdir()):
+        if path.is_dir() and not _unstarted(path):
             raise FileExistsError(
                 f"run folder {path} already exists and is not empty; choose another name (--name), "
                 f"remove the folder, or resume it with --resume {path}")
