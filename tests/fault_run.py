@@ -84,22 +84,24 @@ def install(kind: str, n: int, mode: str) -> None:
 
     save_model = safetensors.torch.save_model
 
-    def torn_file(write, path) -> None:
-        """Write the whole file, cut it to half its bytes, die (a weights file being written when killed)."""
-        write()
-        os.truncate(path, os.path.getsize(path) // 2)
-        _die()
-
     def patched_save_model(model, filename, *a, **k):
         if due("weights"):
-            torn_file(lambda: save_model(model, filename, *a, **k), filename) if mode == "torn" else _die()
+            if mode == "torn":
+                save_model(model, filename, *a, **k)
+                with open(filename, "r+b") as f:
+                    f.truncate(os.path.getsize(filename) // 2)
+            _die()
         return save_model(model, filename, *a, **k)
 
     torch_save = torch.save
 
     def patched_torch_save(obj, f, *a, **k):
         if isinstance(f, (str, Path)) and Path(f).name == "optimizer.pt" and due("optimizer"):
-            torn_file(lambda: torch_save(obj, f, *a, **k), f) if mode == "torn" else _die()
+            if mode == "torn":
+                torch_save(obj, f, *a, **k)
+                with open(f, "r+b") as fh:
+                    fh.truncate(os.path.getsize(f) // 2)
+            _die()
         return torch_save(obj, f, *a, **k)
 
     _io.atomic_write_bytes = patched_atomic

@@ -128,12 +128,8 @@ def test_killed_at_random_moments_then_moved_resumes_to_the_uninterrupted_result
            "--name", "cut", *SETTINGS[chapter]]
     kills = 0
     for _ in range(3):
-        logged = _size(folder / "metrics.jsonl")
         proc = subprocess.Popen(cmd, env=smoke.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 300
-        while proc.poll() is None and _size(folder / "metrics.jsonl") <= logged and time.time() < deadline:
-            time.sleep(0.02)  # a random moment after this process has logged something (whatever the caches hold)
-        time.sleep(rng.uniform(0.0, 1.5))
+        time.sleep(rng.uniform(3.0, 8.0))
         if proc.poll() is not None:  # finished (or failed) before this kill: the checks below say which
             break
         os.kill(proc.pid, signal.SIGKILL)
@@ -150,13 +146,6 @@ def test_killed_at_random_moments_then_moved_resumes_to_the_uninterrupted_result
     got, want = outcome(moved), reference(chapter)
     assert smoke.differences(got["metrics"], want["metrics"]) == []
     assert smoke.differences(got["rollouts"], want["rollouts"]) == []
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
 
 
 def _tree(folder: Path) -> dict[str, bytes]:

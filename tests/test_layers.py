@@ -16,7 +16,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
-    {"types", "settings", "config", "losses", "advantages", "rewards", "atomic"},
+    {"types", "settings", "config", "losses", "advantages", "rewards"},
     {"checkpoints", "models", "tools"},
     {"backend", "data"},
     {"client", "envs"},
