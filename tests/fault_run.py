@@ -6,9 +6,12 @@ KIND names what is being written:
     meta       a checkpoint's arl_checkpoint.json        latest     checkpoints/latest.json
     metrics    a line of metrics.jsonl                   rollouts   lines of rollouts.jsonl
     eval       a file under eval/                        report     report.html
-MODE is `before` (killed just before the write starts) or `torn` (half of the bytes written where the
-write puts them, a temporary file for the atomic writes, the file itself for appends; then killed).
-`none` as the first argument runs the command without a fault.
+    any        every write above, and every other atomic write of the run folder
+MODE is `before` (killed just before the write starts), `torn` (half of the bytes written where the
+write puts them, a temporary file for the atomic writes, the file itself for appends; then killed), or
+`after-MS` (the write goes through, and a timer kills the process MS milliseconds later, wherever it is
+then: in the middle of sampling, training or another write; the timer's thread keeps the process from
+exiting first, so the kill always lands). `none` as the first argument runs the command without a fault.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import uuid
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,29 +31,36 @@ def _die() -> None:
 
 
 def install(kind: str, n: int, mode: str) -> None:
-    from arl import checkpoints
+    from arl import atomic, checkpoints
     from arl.track import _io
 
     seen = {"count": 0}
+    later_ms = int(mode.removeprefix("after-")) if mode.startswith("after-") else None
 
     def due(this: str) -> bool:
-        if this != kind:
+        """True when this write is the one to fault (a `later` fault arms its timer here instead)."""
+        if kind not in (this, "any"):
             return False
         seen["count"] += 1
-        return seen["count"] == n
+        if seen["count"] != n:
+            return False
+        if later_ms is None:
+            return True
+        threading.Timer(later_ms / 1000, _die).start()
+        return False
 
     def tear_atomic(path: Path, data: bytes) -> None:
-        tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = atomic.partial_path(path)
         tmp.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(data[: len(data) // 2])
         _die()
 
-    def kind_of(path: Path) -> str | None:
+    def kind_of(path: Path) -> str:
         if path.name == "report.html":
             return "report"
         if path.parent.name == "eval":
             return "eval"
-        return None
+        return "file"
 
     atomic_write_bytes = _io.atomic_write_bytes
 
@@ -62,7 +72,7 @@ def install(kind: str, n: int, mode: str) -> None:
     append_lines = _io.append_lines
 
     def patched_append(path, objs):
-        name = {"metrics.jsonl": "metrics", "rollouts.jsonl": "rollouts"}.get(Path(path).name)
+        name = {"metrics.jsonl": "metrics", "rollouts.jsonl": "rollouts"}.get(Path(path).name, "file")
         if objs and due(name):
             if mode == "torn":
                 data = "".join(_io.dumps(o) + "\n" for o in objs).encode()
@@ -74,7 +84,7 @@ def install(kind: str, n: int, mode: str) -> None:
     write_json = checkpoints.write_json
 
     def patched_json(path, obj):
-        name = {"latest.json": "latest", checkpoints.META_FILE: "meta"}.get(Path(path).name)
+        name = {"latest.json": "latest", checkpoints.META_FILE: "meta"}.get(Path(path).name, "file")
         if due(name):
             tear_atomic(Path(path), b'{"step": 1, "pa') if mode == "torn" else _die()
         return write_json(path, obj)
@@ -84,24 +94,22 @@ def install(kind: str, n: int, mode: str) -> None:
 
     save_model = safetensors.torch.save_model
 
+    def torn_file(write, path) -> None:
+        """Write the whole file, cut it to half its bytes, die (a weights file being written when killed)."""
+        write()
+        os.truncate(path, os.path.getsize(path) // 2)
+        _die()
+
     def patched_save_model(model, filename, *a, **k):
         if due("weights"):
-            if mode == "torn":
-                save_model(model, filename, *a, **k)
-                with open(filename, "r+b") as f:
-                    f.truncate(os.path.getsize(filename) // 2)
-            _die()
+            torn_file(lambda: save_model(model, filename, *a, **k), filename) if mode == "torn" else _die()
         return save_model(model, filename, *a, **k)
 
     torch_save = torch.save
 
     def patched_torch_save(obj, f, *a, **k):
         if isinstance(f, (str, Path)) and Path(f).name == "optimizer.pt" and due("optimizer"):
-            if mode == "torn":
-                torch_save(obj, f, *a, **k)
-                with open(f, "r+b") as fh:
-                    fh.truncate(os.path.getsize(f) // 2)
-            _die()
+            torn_file(lambda: torch_save(obj, f, *a, **k), f) if mode == "torn" else _die()
         return torch_save(obj, f, *a, **k)
 
     _io.atomic_write_bytes = patched_atomic

@@ -16,7 +16,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
-    {"types", "settings", "config", "losses", "advantages", "rewards"},
+    {"types", "settings", "config", "losses", "advantages", "rewards", "atomic"},
     {"checkpoints", "models", "tools"},
     {"backend", "data"},
     {"client", "envs"},

@@ -15,12 +15,10 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
-import uuid
 from pathlib import Path
 
-from . import settings
+from . import atomic, settings
 
 SCHEMES = ("arl://", "trio://", "tinker://")
 KINDS = ("sampler_weights", "training_state")
@@ -106,76 +104,35 @@ def verify(folder: Path, meta: dict) -> None:
                                          f"the one recorded when it was saved)")
 
 
-_PARTIAL = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}$")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_partial(parent: Path) -> None:
-    """Finish what a killed `atomic_dir` or atomic file write left in `parent`: a temporary folder or file
-    of a dead process is removed; a displaced old checkpoint whose replacement never arrived is put back,
-    else removed."""
-    if not Path(parent).is_dir():
-        return
-    for entry in Path(parent).iterdir():
-        m = _PARTIAL.match(entry.name)
-        if not m or _alive(int(m["pid"])):
-            continue
-        target = entry.parent / m["name"]
-        if m["kind"] == "old" and not target.exists():
-            os.replace(entry, target)
-        elif entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
-
-
 def _fsync_tree(folder: Path) -> None:
     for f in folder.iterdir():
         if f.is_file():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-    _fsync_path(folder)
-
-
-def _fsync_path(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic.fsync_dir(folder)
 
 
 @contextlib.contextmanager
 def atomic_dir(target: Path, overwrite: bool = True):
     """Yield a temporary folder beside `target`; on success its files are fsynced and it replaces
     `target` in one rename, so a crash at any moment leaves either the old checkpoint or the new one,
-    never half of one (what a kill leaves behind, `clean_partial` finishes on the next write)."""
+    never half of one (what a kill leaves behind, `atomic.clean_partial` finishes on the next write)."""
     target = Path(target)
     if target.exists() and not overwrite:
         raise FileExistsError(f"checkpoint {target} exists; pass overwrite=True or choose another name")
     target.parent.mkdir(parents=True, exist_ok=True)
-    clean_partial(target.parent)
-    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp = target.parent / f".{target.name}.tmp-{tag}"
+    atomic.clean_partial(target.parent)
+    tmp = atomic.partial_path(target)
     tmp.mkdir()
     try:
         yield tmp
         _fsync_tree(tmp)
         old = None
         if target.exists():
-            old = target.parent / f".{target.name}.old-{tag}"
+            old = atomic.partial_path(target, "old")
             os.replace(target, old)
         os.replace(tmp, target)
-        _fsync_path(target.parent)
+        atomic.fsync_dir(target.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
@@ -184,16 +141,5 @@ def atomic_dir(target: Path, overwrite: bool = True):
 
 
 def write_json(path: Path, obj) -> None:
-    """Write JSON through a temporary file, an fsync and a rename (atomic on POSIX)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps(obj, indent=2, sort_keys=True))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_path(path.parent)
+    """Write JSON atomically and durably (`atomic.write_bytes`)."""
+    atomic.write_bytes(Path(path), json.dumps(obj, indent=2, sort_keys=True).encode("utf-8"))

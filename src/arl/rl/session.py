@@ -149,7 +149,6 @@ def resume_checkpoint(run: RunDir, svc: ServiceClient) -> tuple[int, object] | N
     """(step, training client) of the newest checkpoint of `run` that loads, or None when the run saved
     none yet. Checkpoints are looked up inside the run folder (a moved or copied run resumes from its
     own); a damaged one is reported and passed over; `ResumeError` when every one is damaged."""
-    checkpoints.clean_partial(run.checkpoints_dir / "training_state")
     states = saved_states(run)
     last = run.last_step()
     damaged = []

@@ -14,8 +14,9 @@ import enum
 import json
 import math
 import os
-import uuid
 from pathlib import Path
+
+from .. import atomic
 
 
 def to_jsonable(obj):
@@ -59,34 +60,7 @@ def _finite_or_null(obj):
     return obj
 
 
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable; POSIX only, harmless to skip elsewhere.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+atomic_write_bytes = atomic.write_bytes
 
 
 def atomic_write_text(path: Path, text: str) -> None:

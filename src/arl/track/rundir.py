@@ -34,7 +34,7 @@ import json
 import os
 from pathlib import Path
 
-from .. import checkpoints
+from .. import atomic
 from . import _io
 
 CONFIG_FILE = "config.json"
@@ -275,11 +275,11 @@ class RunDir:
     def lock(self) -> "RunDir":
         """Take the run's exclusive lock (until `close` or the process's exit); `RunLockedError` when
         another process holds it. `create` takes it; a resume takes it before it changes anything, and then
-        finishes what a killed holder's atomic writes left (`checkpoints.clean_partial`)."""
+        finishes what a killed holder's atomic writes left (`atomic.clean_partial`)."""
         if self._lock is None:
             self._lock = _acquire(self.path)
             for folder in [self.path, *(p for p in self.path.rglob("*") if p.is_dir() and not p.name.startswith("."))]:
-                checkpoints.clean_partial(folder)  # what a killed holder's atomic writes left
+                atomic.clean_partial(folder)  # what a killed holder's atomic writes left
         return self
 
     def close(self) -> None:

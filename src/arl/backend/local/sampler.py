@@ -183,6 +183,10 @@ class LocalSampler:
         step = 0
         while True:
             next_B, logp_B = self._choose(actives, flat_idx, logits_BV)
+            if not bool(torch.isfinite(logp_B).all()):  # a NaN or +inf logit makes its row's log_softmax NaN
+                raise NonFiniteError("sampling: the model's logits are not finite (its weights overflowed: a learning "
+                                     "rate far too large?); nothing was sampled; lower learning_rate and resume from "
+                                     "the last checkpoint, or start again")
             for r, (i, j, tok, lp, fin) in enumerate(zip(owner.tolist(), slot.tolist(), next_B.tolist(),
                                                          logp_B.tolist(), finished_B.tolist())):
                 if fin:
@@ -279,10 +283,6 @@ class LocalSampler:
     def _choose(self, actives, flat_idx_B, logits_BV):
         """Next token and its logprob for every row; `flat_idx_B` maps a row to its slot among all the
         requests' samples (request-major), which is where its uniform comes from."""
-        if not bool(torch.isfinite(logits_BV).all()):
-            raise NonFiniteError("sampling: the model's logits are not finite (its weights overflowed: a learning rate "
-                                 "far too large?); nothing was sampled; lower learning_rate and resume from the last "
-                                 "checkpoint, or start again")
         # every request draws one uniform per sample every step, live or not: see the module doc
         u_B = torch.cat([torch.rand(a.req.num_samples, generator=a.generator) for a in actives])[flat_idx_B]
         keys = [(a.req.params.temperature, a.req.params.top_k, a.req.params.top_p) for a in actives]
