@@ -308,7 +308,7 @@ def test_save_reload_in_new_process_continues_identically(service, group, tmp_pa
     c = service.create_lora_training_client(TINY, rank=8, seed=7)
     c.forward_backward(data, "ppo")
     c.optim_step(adam)
-    path = c.save_state("after-1").result().path
+    path = c.save_state("after-1", overwrite=True).result().path  # the session-wide run "pytest" may hold it
     assert path.startswith("arl://pytest/training_state/")
     c.forward_backward(data, "ppo")
     c.optim_step(adam).result()

@@ -130,6 +130,72 @@ def test_gspo_objective_by_hand():
     assert logp[1].grad.tolist() == pytest.approx([0.5])
 
 
+def _gspo_token_batch():
+    """Two datums, concatenated: datum 0 = tokens 0-1 (ratios 1.25, 1.0, A = +1), datum 1 = token 2
+    (ratio 1.5, A = -2) and token 3, a prompt position outside the ratio mask (its ratio 0.3 must not count)."""
+    logp = torch.tensor([math.log(0.5), math.log(0.2), math.log(0.9), math.log(0.3)], requires_grad=True)
+    old = torch.tensor([math.log(0.4), math.log(0.2), math.log(0.6), 0.0])
+    adv = torch.tensor([1.0, 1.0, -2.0, 0.0])
+    return logp, old, adv, torch.tensor([0, 0, 1, 1]), torch.tensor([1.0, 1.0, 1.0, 0.0])
+
+
+def test_gspo_token_builtin_by_hand():
+    logp, old, adv, datum, mask = _gspo_token_batch()
+    terms = losses.gspo_token(logp, torch.zeros(4, dtype=torch.long), old, adv, datum, mask,
+                              clip_low_threshold=0.8, clip_high_threshold=1.2)
+    s0, s1 = math.sqrt(1.25), 1.5  # geometric means of the masked token ratios: (1.25 * 1.0) ** (1/2), 1.5
+    assert terms.stats_N["seq_ratio"].tolist() == pytest.approx([s0, s0, s1, s1], rel=1e-6)
+    # datum 0: s0 = 1.118 inside [0.8, 1.2] -> -(s0 * 1) per token; datum 1: A = -2, min(-3, -2.4) = -3, unclipped
+    assert terms.loss_N.sum().item() == pytest.approx(-2 * s0 + 3.0, rel=1e-6)
+    terms.loss_N.sum().backward()
+    # each token: the sequence ratio's value times its own logp's gradient, d/dlogp_t = -s A
+    assert logp.grad.tolist() == pytest.approx([-s0, -s0, 3.0, 0.0], rel=1e-6)
+    assert terms.active_N.tolist() == [True, True, True, False]
+
+
+def test_gspo_token_clips_whole_sequences():
+    logp, old, adv, datum, mask = _gspo_token_batch()
+    terms = losses.gspo_token(logp, torch.zeros(4, dtype=torch.long), old, adv, datum, mask,
+                              clip_low_threshold=0.8, clip_high_threshold=1.1)
+    # datum 0: s0 = 1.118 > 1.1 with A > 0 -> both tokens clipped at 1.1, no gradient
+    assert terms.loss_N.sum().item() == pytest.approx(-2 * 1.1 + 3.0, rel=1e-6)
+    terms.loss_N.sum().backward()
+    assert logp.grad.tolist() == pytest.approx([0.0, 0.0, 3.0, 0.0], rel=1e-6)
+    assert terms.stats_N["clip_frac"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    # without a mask the ratio runs over the tokens with an advantage: the same here
+    no_mask = losses.gspo_token(logp.detach(), torch.zeros(4, dtype=torch.long), old, adv, datum, None, 0.8, 1.1)
+    assert no_mask.loss_N.sum().item() == pytest.approx(-2 * 1.1 + 3.0, rel=1e-6)
+
+
+def test_stable_reinforce_by_hand():
+    # ratios 1.25, 1.0, 1.5; provenance marks tokens 0 and 1 as sampled, token 2 as a prompt token
+    logp = LOGP.clone().requires_grad_(True)
+    terms = losses.stable_reinforce(logp, TARGETS, OLD, ADV, torch.tensor([1.0, 1.0, 0.0]), clip_high_threshold=1.2)
+    # only token 0 counts: -min(1.25, 1.2) * 1 * log 0.5
+    assert terms.loss_N.sum().item() == pytest.approx(-1.2 * math.log(0.5), rel=1e-6)
+    terms.loss_N.sum().backward()
+    assert logp.grad.tolist() == pytest.approx([-1.2, 0.0, 0.0], rel=1e-6)  # the weight is detached
+    assert terms.active_N.tolist() == [True, False, False]
+    assert terms.stats_N["clip_frac"].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_stable_reinforce_is_truncated_importance_sampling_reinforce():
+    logp = LOGP.clone().requires_grad_(True)
+    terms = losses.stable_reinforce(logp, TARGETS, OLD, ADV, torch.ones(3), clip_high_threshold=1.4)
+    # weights min(rho, 1.4) = 1.25, 1.0, 1.4: L = -(1.25 * 1 * log 0.5 + 1.4 * -2 * log 0.9)
+    assert terms.loss_N.sum().item() == pytest.approx(-(1.25 * math.log(0.5) - 2.8 * math.log(0.9)), rel=1e-6)
+    terms.loss_N.sum().backward()
+    assert logp.grad.tolist() == pytest.approx([-1.25, 0.0, 2.8], rel=1e-6)
+
+
+def test_new_builtins_are_registered_with_their_config_keys():
+    assert losses.get_loss("gspo", {"clip_low_threshold": 0.9})[1] == {"clip_low_threshold": 0.9,
+                                                                        "clip_high_threshold": 1 + 4e-4}
+    assert losses.get_loss("stable_reinforce", None)[1] == {"clip_high_threshold": 2.0}
+    with pytest.raises(ValueError, match="valid keys"):
+        losses.get_loss("stable_reinforce", {"beta": 1.0})
+
+
 def test_kl_estimators_by_hand():
     logp, ref = torch.tensor([math.log(0.5)]), torch.tensor([math.log(0.25)])
     assert losses.kl_k1(logp, ref).item() == pytest.approx(math.log(2))

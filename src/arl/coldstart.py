@@ -176,4 +176,4 @@ def _train_cold_start(spec: ColdStart, run_name: str, train: Sequence, build_exa
             out, _ = sft_step(client, rng.sample(examples, min(spec.batch_size, len(examples))), adam)
             bar.update()
             bar.set_metrics({"loss": out.result().metrics["loss:sum"]})
-    client.save_state("final").result()
+    client.save_state("final", overwrite=True).result()  # rebuilding a cache entry that failed to load

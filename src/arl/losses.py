@@ -6,7 +6,11 @@ convention: no normalisation here, the caller's advantages or weights set the sc
 statistics that the engine averages over the active tokens of the whole call.
 
 Notation: logp = log pi_theta(token) under the weights being trained, logq = the sampler's logprob
-(`logprobs` input), ratio rho = exp(logp - logq), A = `advantages`, w = `weights`.
+(`logprobs` input), ratio rho = exp(logp - logq), A = `advantages`, w = `weights`, sg = stop-gradient.
+
+Besides `loss_fn_inputs`, a loss may take tensors the engine derives from the datums (`LossSpec.engine_inputs`):
+`datum_N`, the index within the call of the datum each token belongs to (sequence-level losses), and
+`sampled_N`, 1 where the datum's provenance (`Datum.with_provenance`) names a sampled token.
 """
 
 from __future__ import annotations
@@ -135,6 +139,77 @@ def dro(
     )
 
 
+def gspo_token(
+    logp_N: torch.Tensor,
+    target_tokens_N: torch.Tensor,
+    logprobs_N: torch.Tensor,
+    advantages_N: torch.Tensor,
+    datum_N: torch.Tensor,
+    sequence_ratio_mask_N: torch.Tensor | None = None,
+    clip_low_threshold: float = 1 - 3e-4,
+    clip_high_threshold: float = 1 + 4e-4,
+) -> LossTerms:
+    """GSPO-token (Zheng et al. 2025, sec. 4.3), the built-in `gspo` loss, as Tinker documents it:
+
+        s_d   = exp( mean_{t in M_d} (sg(logp_t) - logq_t) )        sequence ratio of datum d (eq. 7)
+        s_t   = sg(s_d) * exp(logp_t - sg(logp_t))                   value s_d, gradient of its own token
+        L     = -sum_t min( s_t A_t, clip(s_t, low, high) A_t )
+
+    M_d = datum d's positions where `sequence_ratio_mask` != 0 (its sampled tokens); without the mask,
+    those with a non-zero advantage. The bounds are absolute ratios like `ppo`'s; the defaults are the
+    paper's 1 - 3e-4 / 1 + 4e-4. A clipped sequence gives none of its tokens a gradient. With
+    one advantage per sequence the gradient equals GSPO's sequence objective (eq. 5) summed, not averaged,
+    over tokens (Tinker's sum convention; `gspo` below is the averaged, custom-loss form).
+    """
+    mask_N = (advantages_N != 0) if sequence_ratio_mask_N is None else (sequence_ratio_mask_N != 0)
+    n_datums = int(datum_N.max()) + 1 if len(datum_N) else 0
+    log_ratio_N = (logp_N.detach() - logprobs_N) * mask_N
+    sums_D = torch.zeros(n_datums, dtype=logp_N.dtype, device=logp_N.device).index_add_(0, datum_N, log_ratio_N)
+    counts_D = torch.zeros(n_datums, dtype=logp_N.dtype, device=logp_N.device).index_add_(0, datum_N, mask_N.to(logp_N.dtype))
+    seq_log_ratio_D = sums_D / counts_D.clamp(min=1)
+    ratio_N = torch.exp(seq_log_ratio_D[datum_N] + logp_N - logp_N.detach())
+    clipped_N = torch.clamp(ratio_N, clip_low_threshold, clip_high_threshold)
+    clip_low_N = (ratio_N < clip_low_threshold) & (advantages_N < 0)
+    clip_high_N = (ratio_N > clip_high_threshold) & (advantages_N > 0)
+    return LossTerms(
+        loss_N=-torch.minimum(ratio_N * advantages_N, clipped_N * advantages_N),
+        active_N=advantages_N != 0,
+        stats_N={"seq_ratio": ratio_N.detach(), "clip_frac": (clip_low_N | clip_high_N).float()},
+    )
+
+
+def stable_reinforce(
+    logp_N: torch.Tensor,
+    target_tokens_N: torch.Tensor,
+    logprobs_N: torch.Tensor,
+    advantages_N: torch.Tensor,
+    sampled_N: torch.Tensor,
+    clip_high_threshold: float = 2.0,
+) -> LossTerms:
+    """StableReinforce, the Tinker cookbook rl_loop's default: REINFORCE with a truncated importance weight
+    on the tokens that provenance marks as sampled.
+
+        L = -sum_t m_t * sg(min(rho_t, C)) * A_t * logp_t,   rho_t = exp(logp_t - logq_t)
+
+    m_t = `sampled_N` (1 where `Datum.with_provenance` names a sampled token), C = `clip_high_threshold`.
+    ASSUMED: Tinker documents only the contract (a REINFORCE variant that stays stable when sampler and
+    trainer differ, fed by stability info recorded at sampling and named by `sequence_id`), not the math.
+    This is the truncated importance sampling correction of Yao, Liu et al. 2025 ("Your efficient RL
+    framework secretly brings you off-policy RL training", C = 2), the standard fix for exactly that
+    mismatch; the recorded stability info is taken to be the sampler's logprobs, which the local engine
+    reads from the `logprobs` input (its sampler and trainer share numerics, so rho is ~1 on-policy).
+    Without truncation (C = inf) and on-policy it is REINFORCE.
+    """
+    rho_N = torch.exp(logp_N - logprobs_N)
+    weight_N = torch.clamp(rho_N, max=clip_high_threshold).detach()
+    active_N = (advantages_N != 0) & (sampled_N != 0)
+    return LossTerms(
+        loss_N=-sampled_N * weight_N * advantages_N * logp_N,
+        active_N=active_N,
+        stats_N={"ratio": rho_N.detach(), "clip_frac": (rho_N > clip_high_threshold).float()},
+    )
+
+
 def sequence_ratio(logp_T: torch.Tensor, logq_T: torch.Tensor) -> torch.Tensor:
     """GSPO's sequence importance ratio (Zheng et al. 2025, eq. 7): the length-normalised likelihood ratio
 
@@ -204,6 +279,8 @@ class LossSpec:
     optional_inputs: tuple[str, ...]
     config: dict[str, float]
     """`loss_fn_config` keys with their defaults."""
+    engine_inputs: tuple[str, ...] = ()
+    """Tensors the engine derives from the datums (`datum`, `sampled`; see the module doc), passed as `<name>_N`."""
 
 
 _POLICY_INPUTS = ("target_tokens", "logprobs", "advantages")
@@ -214,6 +291,9 @@ LOSSES: dict[str, LossSpec] = {
     "ppo": LossSpec(ppo, _POLICY_INPUTS, (), {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}),
     "cispo": LossSpec(cispo, _POLICY_INPUTS, (), {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0}),
     "dro": LossSpec(dro, _POLICY_INPUTS, (), {"beta": 0.05}),
+    "gspo": LossSpec(gspo_token, _POLICY_INPUTS, ("sequence_ratio_mask",),
+                     {"clip_low_threshold": 1 - 3e-4, "clip_high_threshold": 1 + 4e-4}, ("datum",)),
+    "stable_reinforce": LossSpec(stable_reinforce, _POLICY_INPUTS, (), {"clip_high_threshold": 2.0}, ("sampled",)),
 }
 
 

@@ -172,7 +172,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 if (i + 1) % cfg.eval_every == 0 or i + 1 == len(schedule):
                     logged.update(stages.evaluate(name, i + 1, client.save_weights_and_get_sampling_client()))
                 stages.log(offset + i + 1, logged, shown=(f"{domain}/opd/reverse_kl_mean",))
-            stages.end(name, client.save_state(name).result().path)
+            stages.end(name, client.save_state(name, overwrite=True).result().path)  # a resumed run redoes the stage
         paths[name] = stages.state(name)
         offset += len(schedule)
     stages.finish(f"Specialist vs general OPD ({cfg.model})", asdict(cfg))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 import concurrent.futures
 from dataclasses import dataclass, field
 
@@ -213,7 +214,8 @@ class LocalSampler:
         for a in actives:
             seqs = [
                 SampledSequence(stop_reason=a.stop_reason[j], tokens=a.tokens[j], logprobs=a.logprobs[j],
-                                text=self.tokenizer.decode(a.tokens[j]) if a.req.return_text else None)
+                                text=self.tokenizer.decode(a.tokens[j]) if a.req.return_text else None,
+                                sequence_id=uuid.uuid4().hex)
                 for j in range(a.req.num_samples)
             ]
             out_tokens = sum(len(s.tokens) for s in seqs)

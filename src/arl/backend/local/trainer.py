@@ -17,7 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from ... import checkpoints, losses, models, settings
-from ...types import Datum, ForwardBackwardOutput, ImageChunk, NonFiniteError, TensorData
+from ...types import Datum, ForwardBackwardOutput, ImageChunk, NonFiniteError, SampledProvenanceSpan, TensorData
 from .decoder import upcast
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -150,6 +150,10 @@ class LocalTrainer:
             if missing:
                 raise ValueError(f"data[{i}].loss_fn_inputs lacks {missing}; loss_fn={loss_fn!r} needs "
                                  f"{list(spec.inputs)}" + (f" (optional: {list(spec.optional_inputs)})" if spec.optional_inputs else ""))
+            if "sampled" in spec.engine_inputs and d.loss_fn_input_spans is None:
+                raise ValueError(f"data[{i}] has no provenance; loss_fn={loss_fn!r} needs every datum to name the "
+                                 "sampled sequence behind its tokens: datum.with_provenance(model_input=[...], "
+                                 "loss_fn_inputs=[...]) with SampledProvenanceSpan(sequence_id=seq.sequence_id, ...)")
             unknown = sorted(set(d.loss_fn_inputs) - allowed)
             if unknown:
                 raise ValueError(f"data[{i}].loss_fn_inputs has unknown key(s) {unknown}; loss_fn={loss_fn!r} "
@@ -289,6 +293,7 @@ class LocalTrainer:
                 logp_N = torch.cat(logp_list)
                 inputs_N = {f"{k}_N": torch.cat([d.loss_fn_inputs[k].to_torch() for d in batch]).to(self.device)
                             for k in (*spec.inputs, *spec.optional_inputs) if k in batch[0].loss_fn_inputs}
+                inputs_N.update({f"{k}_N": engine_input(k, batch).to(self.device) for k in spec.engine_inputs})
                 terms = spec.fn(logp_N, **inputs_N, **config)
                 loss = terms.loss_N.sum()
                 if not torch.isfinite(loss):
@@ -417,6 +422,19 @@ def load_weights(model, folder, meta: dict) -> None:
         result = set_peft_model_state_dict(model, load_file(str(folder / "adapter_model.safetensors")))
         if result.unexpected_keys:
             raise ValueError(f"checkpoint {folder} does not match the model: unexpected keys {result.unexpected_keys[:3]}")
+
+
+def engine_input(name: str, batch: list[Datum]) -> torch.Tensor:
+    """A loss's `engine_inputs` tensor over the concatenated positions of `batch` (losses.py module doc)."""
+    if name == "datum":
+        return torch.cat([torch.full((d.model_input.length,), i, dtype=torch.long) for i, d in enumerate(batch)])
+    if name == "sampled":
+        parts = []
+        for d in batch:
+            parts += [torch.full((span.length,), float(isinstance(span, SampledProvenanceSpan)))
+                      for span in d.loss_fn_input_spans]
+        return torch.cat(parts)
+    raise ValueError(f"unknown engine input {name!r}")
 
 
 def sampling_model_from_checkpoint(path: str):

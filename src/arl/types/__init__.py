@@ -3,14 +3,18 @@
 Conventions (DESIGN.md): position i of `model_input` predicts token i+1; every `loss_fn_inputs` array
 has the length of `model_input`. These types validate what they can on construction, so a bad datum
 fails in the caller's line, not deep inside a backward pass.
+
+A package rather than a module so that Tinker's module paths (`tinker.types.tensor_data`) exist here
+too; everything is defined in this file and importable as `arl.types.X`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Literal, Sequence, TypeVar
 
 import numpy as np
@@ -77,7 +81,26 @@ class ImageChunk:
         return self.expected_tokens
 
 
+@dataclass(frozen=True)
+class ImageAssetPointerChunk:
+    """Tinker's image-by-reference chunk (a path or URL the service fetches). Defined so that scripts'
+    type checks work; the local engine does not fetch images, so a `ModelInput` refuses it."""
+
+    format: Literal["png", "jpeg"]
+    location: str
+    expected_tokens: int | None = None
+    type: Literal["image_asset_pointer"] = "image_asset_pointer"
+
+    @property
+    def length(self) -> int:
+        if self.expected_tokens is None:
+            raise ValueError("ImageAssetPointerChunk.expected_tokens must be set to compute the length")
+        return self.expected_tokens
+
+
 Chunk = EncodedTextChunk | ImageChunk
+ModelInputChunk = EncodedTextChunk | ImageChunk | ImageAssetPointerChunk
+"""Tinker's name for the union of chunk types."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +111,9 @@ class ModelInput:
 
     def __post_init__(self):
         for i, c in enumerate(self.chunks):
+            if isinstance(c, ImageAssetPointerChunk):
+                raise TypeError(f"ModelInput.chunks[{i}] is an ImageAssetPointerChunk, which the local engine cannot "
+                                "fetch; read the file and pass ImageChunk(data=..., format=..., expected_tokens=...)")
             if not isinstance(c, (EncodedTextChunk, ImageChunk)):
                 raise TypeError(
                     f"ModelInput.chunks[{i}] is a {type(c).__name__}; use EncodedTextChunk or ImageChunk"
@@ -190,15 +216,76 @@ def to_tensor_data(name: str, value: Any) -> TensorData:
     return TensorData.from_numpy(array)
 
 
+@dataclass(frozen=True, kw_only=True)
+class PromptProvenanceSpan:
+    """A run of datum positions that are positions [offset, offset + length) of the prompt of the
+    sampling request that produced sequence `sequence_id` (Tinker's type, same fields)."""
+
+    sequence_id: str
+    offset: int = 0
+    length: int
+
+    def __post_init__(self):
+        _check_span(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampledProvenanceSpan:
+    """A run of datum positions that are positions [offset, offset + length) of the sampled tokens of
+    sequence `sequence_id` (`SampledSequence.sequence_id`)."""
+
+    sequence_id: str
+    offset: int = 0
+    length: int
+
+    def __post_init__(self):
+        _check_span(self)
+
+
+ProvenanceSpans = list[PromptProvenanceSpan | SampledProvenanceSpan]
+"""Consecutive runs tiling one Datum field, in order (see `Datum.with_provenance`)."""
+
+
+def _check_span(span) -> None:
+    name = type(span).__name__
+    if not isinstance(span.sequence_id, str) or not span.sequence_id:
+        raise ValueError(f"{name}.sequence_id must be a non-empty string (a SampledSequence.sequence_id)")
+    if span.offset < 0:
+        raise ValueError(f"{name}.offset must be >= 0, got {span.offset}")
+    if span.length < 0:
+        raise ValueError(f"{name}.length must be >= 0, got {span.length}")
+
+
+def _check_spans(field_name: str, spans, expected_length: int) -> None:
+    for i, span in enumerate(spans):
+        if not isinstance(span, (PromptProvenanceSpan, SampledProvenanceSpan)):
+            raise TypeError(f"{field_name}[{i}] is a {type(span).__name__}; use PromptProvenanceSpan or "
+                            "SampledProvenanceSpan")
+    total = sum(span.length for span in spans)
+    if total != expected_length:
+        raise ValueError(f"{field_name} spans cover {total} positions but the field has {expected_length}; "
+                         "the runs must tile it exactly")
+
+
 @dataclass(frozen=True)
 class Datum:
     """One training example: `model_input` plus per-position arrays in `loss_fn_inputs`.
 
-    Every array must have the length of `model_input` (position i predicts token i+1).
+    Every array must have the length of `model_input` (position i predicts token i+1). The optional
+    provenance spans (Tinker 0.38, set with `with_provenance`) name the sampled sequence behind each
+    position; `stable_reinforce` needs them.
     """
 
     model_input: ModelInput
-    loss_fn_inputs: dict[str, TensorData]
+    loss_fn_inputs: dict[str, TensorData] = field(default_factory=dict)
+    model_input_spans: ProvenanceSpans | None = None
+    """Runs tiling `model_input` (their lengths sum to its length)."""
+    loss_fn_input_spans: ProvenanceSpans | None = None
+    """Runs tiling `loss_fn_inputs['target_tokens']`."""
+
+    def with_provenance(self, model_input: ProvenanceSpans, loss_fn_inputs: ProvenanceSpans) -> Datum:
+        """A copy carrying provenance for both fields; a miscounted tiling fails here, at the call site."""
+        return replace(self, model_input_spans=list(model_input), loss_fn_input_spans=list(loss_fn_inputs))
 
     def __post_init__(self):
         if not isinstance(self.model_input, ModelInput):
@@ -221,6 +308,12 @@ class Datum:
                 td = TensorData.from_numpy(arr.astype(np.int64))
             converted[name] = td
         object.__setattr__(self, "loss_fn_inputs", converted)
+        if (self.model_input_spans is None) != (self.loss_fn_input_spans is None):
+            raise ValueError("Datum provenance comes as a pair: set both model_input_spans and loss_fn_input_spans "
+                             "(Datum.with_provenance does) or neither")
+        if self.model_input_spans is not None:
+            _check_spans("with_provenance model_input", self.model_input_spans, n)
+            _check_spans("with_provenance loss_fn_inputs", self.loss_fn_input_spans, n)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,6 +375,9 @@ class NonFiniteError(FloatingPointError):
 
 StopReason = Literal["stop", "length"]
 
+LossFnType = Literal["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"]
+"""The built-in losses' names (Tinker 0.38's list, less its server-side `custom`)."""
+
 
 @dataclass
 class SampledSequence:
@@ -289,6 +385,8 @@ class SampledSequence:
     tokens: list[int]
     logprobs: list[float]
     text: str | None = None
+    sequence_id: str | None = None
+    """Unique per sampled sequence (the sampler always sets it): what provenance spans name."""
 
 
 SampleSequence = SampledSequence
@@ -375,3 +473,64 @@ class APIFuture(Generic[T]):
     def __await__(self):
         return asyncio.wrap_future(self._future).__await__()
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoint metadata (`RestClient`)
+
+CheckpointType = Literal["training", "sampler"]
+
+
+@dataclass
+class Checkpoint:
+    """One saved checkpoint, as PyTRIO's / Tinker's RestClient describe it."""
+
+    checkpoint_id: str
+    """`<kind>/<name>`: `training_state/step-0003` or `sampler_weights/final`."""
+    checkpoint_type: CheckpointType
+    time: datetime.datetime
+    path: str
+    """The URI to load it from (`arl://RUN/KIND/NAME`)."""
+    size_bytes: int | None = None
+    public: bool = False
+    expires_at: datetime.datetime | None = None
+
+    @property
+    def tinker_path(self) -> str:
+        """Tinker's name for `path`."""
+        return self.path
+
+
+@dataclass
+class Cursor:
+    offset: int
+    limit: int
+    total_count: int
+
+
+@dataclass
+class CheckpointsListResponse:
+    checkpoints: list[Checkpoint]
+    cursor: Cursor | None = None
+
+
+@dataclass
+class TrainingRun:
+    """A run folder under the checkpoint root, described by its newest checkpoint's metadata."""
+
+    training_run_id: str
+    base_model: str
+    model_owner: str
+    is_lora: bool
+    last_request_time: datetime.datetime
+    corrupted: bool = False
+    lora_rank: int | None = None
+    last_checkpoint: Checkpoint | None = None
+    last_sampler_checkpoint: Checkpoint | None = None
+    user_metadata: dict[str, str] | None = None
+
+
+@dataclass
+class TrainingRunsResponse:
+    training_runs: list[TrainingRun]
+    cursor: Cursor
