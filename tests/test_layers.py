@@ -20,7 +20,7 @@ LAYERS = [
     {"checkpoints", "models", "tools"},
     {"backend", "data"},
     {"client", "envs"},
-    {"rollout"},
+    {"rollout", "serve"},
     {"eval", "track", "coldstart"},
     {"report", "decide", "distill"},
     {"rl"},

@@ -89,12 +89,13 @@ def resolver(recipe):
 
 
 def check_names(cfg) -> None:
-    """`model` / `teacher_model` name a model (`arl models`) and `tracker` a tracker."""
+    """`model` / `teacher_model` name a model (`arl models`; on a remote backend, whatever the service
+    has) and `tracker` a tracker."""
     from .models.zoo import check_name
     from .track.trackers import check_kind
 
     for name in ("model", "teacher_model"):
-        if getattr(cfg, name, None) is not None:
+        if getattr(cfg, name, None) is not None and getattr(cfg, "backend", "local") == "local":
             try:
                 check_name(getattr(cfg, name))
             except ValueError as e:
@@ -224,6 +225,24 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    """The Tinker REST API over the local engine (docs/serve.md)."""
+    from . import settings
+
+    try:
+        from . import serve
+    except ImportError as e:
+        raise RuntimeError(f"arl serve needs the serve extra ({e}); install it with: pip install 'agentic-rl-lab[serve]'") from None
+    if args.home:
+        settings.configure(home=Path(args.home).expanduser().resolve())
+    api_key = args.api_key or os.environ.get("ARL_SERVE_API_KEY")
+    print(f"arl serve: http://{args.host}:{args.port} (home {settings.get().home}); point the SDK at it with "
+          f"TINKER_BASE_URL=http://{args.host}:{args.port} TINKER_API_KEY={'<your --api-key>' if api_key else 'tml-local'}",
+          flush=True)
+    serve.run(args.host, args.port, api_key, access_log=not args.quiet)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arl", description="Agentic RL Lab: RL for LLMs and agents on a laptop CPU.")
     parser.add_argument("--threads", type=int, help="torch threads (default: ARL_NUM_THREADS or min(2, cores))")
@@ -269,6 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", type=int, default=None, help="draw only this group (one question's episodes)")
     p.add_argument("--out", default=None, help="where to write the page (default RUN/show-<step or eval>.html)")
     p.set_defaults(fn=cmd_show)
+    p = sub.add_parser("serve", help="serve the Tinker REST API over the local engine, for the tinker SDK and cookbook")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--home", default=None, help="arl home for models and the served checkpoints (default ARL_HOME)")
+    p.add_argument("--api-key", default=None, help="accept only requests with this X-API-Key (default ARL_SERVE_API_KEY; "
+                   "none: any key)")
+    p.add_argument("--quiet", action="store_true", help="no line per request")
+    p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")
     p.add_argument("--model", default="arl/tiny-qwen3-2m", help="base model (see `arl models`)")
     p.add_argument("--steps", type=int, default=30, help="supervised steps")
