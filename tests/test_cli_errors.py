@@ -76,6 +76,15 @@ CASES = [
     (["run", "grpo", "threads=abc"], "threads"),
     (["run", "grpo", "warmup_steps=-1"], "warmup_steps"),
     (["run", "grpo", "lora_rank=-1"], "lora_rank"),
+    # a remote backend: only what a Tinker-compatible service can do (LoRA from the base model)
+    (["run", "grpo", "backend=remote"], "backend"),
+    (["run", "grpo", "base_url=http://127.0.0.1:8000"], "backend=tinker"),
+    (["run", "grpo", "backend=tinker", "base_url=127.0.0.1:8000"], "base_url"),
+    (["run", "grpo", "backend=tinker", "sft_steps=0"], "lora_rank"),
+    (["run", "grpo", "backend=tinker", "lora_rank=8"], "sft_steps=0"),
+    (["run", "opd", "backend=tinker", "lora_rank=8", "sft_steps=0"], "teacher_sft_steps"),
+    (["run", "opsd", "backend=tinker", "lora_rank=8"], "backend=local"),
+    (["run", "jev", "backend=tinker"], "backend=local"),
     # numbers that are not numbers
     (["run", "grpo", "learning_rate=nan"], "learning_rate"),
     (["run", "grpo", "learning_rate=inf"], "learning_rate"),

@@ -10,10 +10,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import importlib.util
 import inspect
 import math
+import os
 import types
 import typing
+from pathlib import Path
 
 
 ALIASES = {"lr": "learning_rate", "loss": "loss_fn", "group": "group_size", "n": "group_size",
@@ -102,6 +105,7 @@ def resolve(config_cls, presets: dict[str, dict], preset: str, overrides: list[s
     check_common(cfg)
     if hasattr(cfg, "validate"):
         cfg.validate()
+    check_backend(cfg)
     return cfg
 
 
@@ -127,6 +131,47 @@ def check_common(cfg) -> None:
             raise ValueError(f"{name}={value}: must be >= 0")
         elif name in ("grad_clip_norm", "kl_coef") and value < 0:
             raise ValueError(f"{name}={value}: must be >= 0 (0 = off)")
+
+
+BACKENDS = ("local", "tinker")
+SUGGESTED_LORA_RANK = 32
+"""The rank the error of a remote run with lora_rank=0 suggests (the Tinker SDK's default)."""
+
+
+def check_backend(cfg) -> None:
+    """`backend` and `base_url`, after the chapter's own checks (a chapter that cannot run remotely says
+    why first). A remote service trains LoRA from a base model it has, so a remote run must not need what
+    only this machine has: full fine-tuning (lora_rank=0, or a chapter without lora_rank, which fine-tunes
+    every weight or trains on local cold starts) or a cold start trained here (a `*sft_steps` field > 0).
+    Refused here, before the run folder exists; so is a run without the SDK or an API key."""
+    backend, base_url = getattr(cfg, "backend", "local"), getattr(cfg, "base_url", None)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}: use local (this machine's engine) or tinker (a Tinker-compatible service)")
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url={base_url!r}: use the service's http:// or https:// address")
+    if backend == "local":
+        if base_url is not None:
+            raise ValueError(f"base_url={base_url!r} is read with backend=tinker only; add backend=tinker or drop base_url")
+        return
+    if not hasattr(cfg, "lora_rank"):
+        raise ValueError(f"backend={backend}: this chapter fine-tunes every weight or trains on cold starts made on "
+                         "this machine, which no Tinker-compatible service can do or load; run it with backend=local")
+    fixes = []
+    if cfg.lora_rank == 0:
+        fixes.append(f"lora_rank=0 is full fine-tuning, which no Tinker-compatible service has: set a LoRA rank "
+                     f"(e.g. lora_rank={SUGGESTED_LORA_RANK})")
+    cold = [f.name for f in dataclasses.fields(cfg) if f.name.endswith("sft_steps") and getattr(cfg, f.name) > 0]
+    if cold:
+        fixes.append(f"{', '.join(f'{n}={getattr(cfg, n)}' for n in cold)}: a cold start trained on this machine, "
+                     f"which the service cannot load: set {' '.join(f'{n}=0' for n in cold)} (RL from the base model)")
+    if fixes:
+        raise ValueError(f"backend={backend}: {'; '.join(fixes)}")
+    if importlib.util.find_spec("tinker") is None:
+        raise ValueError(f"backend={backend} needs the tinker SDK; install it with: pip install 'agentic-rl-lab[serve]'")
+    if not (os.environ.get("TINKER_API_KEY") or os.environ.get("TINKER_CREDENTIAL_CMD")
+            or Path("~/.tinker/credentials.json").expanduser().is_file()):
+        raise ValueError(f"backend={backend} needs an API key: set TINKER_API_KEY (never a setting, so that config.json "
+                         "cannot leak it; `arl serve` takes any key that starts with tml-, e.g. tml-local)")
 
 
 def split_override(item: str) -> tuple[str, str]:

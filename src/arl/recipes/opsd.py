@@ -48,6 +48,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, DistillConfig, Sam
                              "(some problems with a solution to read, some without)")
         if self.sft_steps < 1:
             raise ValueError("sft_steps: OPSD's teacher is the cold start; it needs at least 1 SFT step")
+        if self.backend != "local":
+            raise ValueError(f"backend={self.backend}: OPSD's teacher is its cold start, trained on this machine, "
+                             "which a remote service cannot load; run OPSD with backend=local")
 
 
 PRESETS = {

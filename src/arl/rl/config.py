@@ -79,6 +79,11 @@ class RunConfig(Group):
     for every seed, so two seeds differ only in what they sample."""
     threads: int = 0
     """torch threads (0 = the default, min(2, cores))."""
+    backend: str = "local"
+    """Where training and sampling run: local (this machine's engine) or tinker (any Tinker-compatible service,
+    through the tinker SDK: LoRA from the base model, no cold start; the API key comes from TINKER_API_KEY)."""
+    base_url: str | None = None
+    """The service of backend=tinker (None: TINKER_BASE_URL, else Tinker's own), e.g. http://127.0.0.1:8000 for `arl serve`."""
 
     def validate(self) -> None:
         super().validate()

@@ -6,6 +6,7 @@ end (summary, plots, report: `finish`).
 
 from __future__ import annotations
 
+import json
 import re
 import resource
 import warnings
@@ -21,6 +22,10 @@ from ..track import RunDir, Tracker, progress
 from .task import Task
 
 LATEST_FILE = "latest.json"
+REMOTE_FILE = "remote.json"
+"""On a remote backend: the run's `save_state` checkpoints, which live on the service, as
+{"base_url", "states": [{"step", "path": "tinker://..."}, ...]} (oldest first): what --resume loads."""
+REMOTE_SCHEME = "tinker://"
 UNREADABLE = (checkpoints.CheckpointNotFoundError, checkpoints.CheckpointCorruptError, ValueError, RuntimeError,
               OSError, EOFError, KeyError)
 """What a damaged checkpoint raises on load (safetensors, torch.load, the metadata)."""
@@ -31,11 +36,18 @@ class ResumeError(RuntimeError):
 
 
 def service(cfg, run: RunDir) -> ServiceClient:
-    """The run's `ServiceClient` (checkpoints in the run folder), torch threads set first (`cfg.threads`,
-    0 = the default). Chapters that are not a policy-update loop (SFT, Jev, the staged OPD) start here."""
+    """The run's `ServiceClient`, torch threads set first (`cfg.threads`, 0 = the default): the local
+    engine's with checkpoints in the run folder, or with `backend=tinker` the SDK's on the service at
+    `base_url` (arl.backend.tinker; checkpoints on the service, recorded in `REMOTE_FILE`). Chapters that
+    are not a policy-update loop (SFT, Jev, the staged OPD) start here."""
     if cfg.threads:
         configure(num_threads=cfg.threads)
-    return ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
+    if cfg.backend == "local":
+        return ServiceClient(run_name=run.name, checkpoint_dir=str(run.checkpoints_dir))
+    from ..backend import tinker  # the SDK is imported by remote runs only
+
+    return tinker.ServiceClient(cfg.base_url, resume_hint=f"continue with `arl run {run.chapter} --resume {run.path}`",
+                                display_name=f"arl {run.chapter} {run.name}")
 
 
 @dataclass
@@ -99,9 +111,12 @@ class Session:
         run.log_rollouts(step, rows)
         self.tracker.log(step, metrics)
         if step % cfg.save_every == 0 or last:
-            path = self.client.save_state(f"step-{step:04d}").result().path
-            rel = Path(path).resolve().relative_to(run.path.resolve()).as_posix()  # the run can move
-            checkpoints.write_json(run.checkpoints_dir / LATEST_FILE, {"step": step, "path": rel})
+            path = self.client.save_state(f"step-{step:04d}", overwrite=True).result().path
+            if path.startswith(REMOTE_SCHEME):
+                record_remote(run, self.service.base_url, step, path)
+            else:
+                path = Path(path).resolve().relative_to(run.path.resolve()).as_posix()  # the run can move
+            checkpoints.write_json(run.checkpoints_dir / LATEST_FILE, {"step": step, "path": path})
         if self._bar is not None:
             self._bar.update()
             self._bar.set_metrics({k: metrics[k] for k in self._shown if k in metrics})
@@ -138,11 +153,26 @@ def open_session(cfg, run: RunDir, resume: bool, task: Task) -> Session:
     return session
 
 
-def saved_states(run: RunDir) -> list[tuple[int, Path]]:
-    """(step, folder) of the run's `save_state` checkpoints `step-NNNN`, newest first."""
+def saved_states(run: RunDir) -> list[tuple[int, Path | str]]:
+    """(step, folder) of the run's `save_state` checkpoints `step-NNNN`, newest first; on a remote
+    backend (step, `tinker://` path) of those `REMOTE_FILE` records."""
+    if (run.checkpoints_dir / REMOTE_FILE).is_file():
+        return sorted(((s["step"], s["path"]) for s in read_remote(run)["states"]), reverse=True)
     folder = run.checkpoints_dir / "training_state"
     found = [(int(m[1]), p) for p in folder.glob("step-*") if p.is_dir() and (m := re.fullmatch(r"step-(\d+)", p.name))]
     return sorted(found, reverse=True)
+
+
+def read_remote(run: RunDir) -> dict:
+    return json.loads((run.checkpoints_dir / REMOTE_FILE).read_text())
+
+
+def record_remote(run: RunDir, base_url: str, step: int, path: str) -> None:
+    """Add the service's checkpoint `path` of `step` to `REMOTE_FILE` (replacing a later or equal step's:
+    a resumed run redoes those)."""
+    file = run.checkpoints_dir / REMOTE_FILE
+    states = [s for s in read_remote(run)["states"] if s["step"] < step] if file.is_file() else []
+    checkpoints.write_json(file, {"base_url": base_url, "states": [*states, {"step": step, "path": path}]})
 
 
 def resume_checkpoint(run: RunDir, svc: ServiceClient) -> tuple[int, object] | None:
@@ -155,10 +185,13 @@ def resume_checkpoint(run: RunDir, svc: ServiceClient) -> tuple[int, object] | N
     for step, folder in states:
         if last is not None and step > last:  # saved, but its step's logs are gone: not a point to resume from
             continue
+        # a remote checkpoint is damaged when the service answers so (4xx: ValueError); a service that
+        # cannot be reached would fail the one before too
+        unreadable = UNREADABLE if isinstance(folder, Path) else ValueError
         try:
             return step, svc.create_training_client_from_state_with_optimizer(str(folder))
-        except UNREADABLE as e:
-            damaged.append(f"{folder.name}: {e}")
+        except unreadable as e:
+            damaged.append(f"{Path(folder).name}: {e}")
             warnings.warn(f"resume: checkpoint {folder} does not load ({e}); trying the one before", stacklevel=2)
     if damaged:
         raise ResumeError(f"{run.path}: no checkpoint loads ({'; '.join(damaged)}); nothing in the run folder was "
