@@ -13,7 +13,7 @@ import torch
 import arl
 from arl.backend.local import trainer as trainer_mod
 from arl.rollout import rl_datum, sft_datum
-from conftest import TINY
+from conftest import AUTOCAST_MODES, LOGPROB_ATOL, TINY
 
 
 def prompt_tokens(tok, text="Q: 12+30= A:"):
@@ -50,15 +50,19 @@ def group(tc):
     return prompt, res.sequences
 
 
-def test_sampler_logprobs_equal_trainer_logprobs(tc, group):
-    prompt, seqs = group
+@pytest.mark.parametrize("autocast", AUTOCAST_MODES, indirect=True)
+def test_sampler_logprobs_equal_trainer_logprobs(tc, autocast):
+    prompt = prompt_tokens(tc.get_tokenizer())
+    seqs = tc.save_weights_and_get_sampling_client().sample(
+        arl.ModelInput.from_ints(prompt), 4, arl.SamplingParams(max_tokens=12, seed=3)).result().sequences
     data = [rl_datum(prompt, s.tokens, s.logprobs, 1.0) for s in seqs]
     out = tc.forward(data, "importance_sampling").result()
+    atol = LOGPROB_ATOL[autocast]
     for s, o in zip(seqs, out.loss_fn_outputs):
         trainer_lp = o["logprobs"].to_numpy()[len(prompt) - 1:]
-        np.testing.assert_allclose(trainer_lp, s.logprobs, atol=1e-4)
+        np.testing.assert_allclose(trainer_lp, s.logprobs, atol=atol)
         assert len(s.logprobs) == len(s.tokens)
-    assert out.metrics["importance_sampling/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert out.metrics["importance_sampling/ratio_mean"] == pytest.approx(1.0, abs=atol)
 
 
 def test_compute_logprobs_matches_prompt_logprobs(tc, group):

@@ -30,6 +30,17 @@ def upcast(t: torch.Tensor) -> torch.Tensor:
 SUPPORTED_MODEL_TYPES = {"llama", "qwen2", "qwen3", "mistral", "qwen2_vl_text"}
 
 
+def unsupported(model) -> str | None:
+    """Why the fast decoder cannot run `model` (None: it can); the sampler then decodes through the
+    model's own forward (forward_decoder.py)."""
+    cfg = model.config.get_text_config()
+    if cfg.model_type not in SUPPORTED_MODEL_TYPES:
+        return f"fast decoding supports {sorted(SUPPORTED_MODEL_TYPES)}, not {cfg.model_type}"
+    if cfg.hidden_act != "silu":
+        return f"fast decoding expects a SiLU MLP, not {cfg.hidden_act}"
+    return None
+
+
 @dataclass
 class _Layer:
     """One decoder layer's weights, packed. The RMSNorm scales that precede a projection are folded
@@ -95,11 +106,10 @@ class Decoder:
 
     @torch.no_grad()
     def __init__(self, model):
+        reason = unsupported(model)
+        if reason is not None:
+            raise NotImplementedError(reason)
         cfg = model.config.get_text_config()
-        if cfg.model_type not in SUPPORTED_MODEL_TYPES:
-            raise NotImplementedError(f"fast decoding supports {sorted(SUPPORTED_MODEL_TYPES)}, not {cfg.model_type}")
-        if cfg.hidden_act != "silu":
-            raise NotImplementedError(f"fast decoding expects a SiLU MLP, not {cfg.hidden_act}")
         self.vlm = model.model if hasattr(model.model, "language_model") else None
         """The multimodal body (vision tower, RoPE index) of a vision-language model; None for text models."""
         body = self.vlm.language_model if self.vlm is not None else model.model

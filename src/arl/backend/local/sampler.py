@@ -1,5 +1,7 @@
 """Batched sampling: every pending request decoded together, one prefill per prompt whose keys and
 values all its samples share (decoder.py), finished rows dropped from the batch as they accumulate.
+A model the fast decoder does not implement decodes through its own forward and KV cache instead
+(forward_decoder.py), with the same batching, seeding and stopping.
 
 Reproducibility: each request draws its random numbers from its own `torch.Generator`, seeded from
 the request's seed by `generator_seed`, one uniform per sample per step, whatever else is in the batch,
@@ -27,8 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ... import settings
 from ...types import NonFiniteError, SampledSequence, SampleResponse, SamplingParams
-from .decoder import Decoder, upcast
+from .decoder import Decoder, unsupported, upcast
+from .forward_decoder import ForwardDecoder
 from .engine import ENGINE
 
 MASK64 = (1 << 64) - 1
@@ -82,7 +86,7 @@ class LocalSampler:
         self.images = images
         """The model's `arl.models.images.ImageEncoder` (None for a text-only model)."""
         self.context_length = context_length
-        self.decoder = Decoder(model)
+        self.decoder = Decoder(model) if unsupported(model) is None else ForwardDecoder(model)
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self._special_ids = {t.content: i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
         self._usage = usage
@@ -120,7 +124,8 @@ class LocalSampler:
         if more:
             ENGINE.submit(self._drain)
         try:
-            self._run(batch)
+            with settings.autocast(self.decoder.device):
+                self._run(batch)
         except BaseException as e:  # noqa: BLE001 - every waiter must hear about it
             for r in batch:
                 if not r.future.done():

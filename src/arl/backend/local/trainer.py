@@ -8,7 +8,6 @@ micro-batches (to bound memory) and summing their gradients gives the same gradi
 from __future__ import annotations
 
 import copy
-import inspect
 import math
 import warnings
 from dataclasses import asdict, dataclass
@@ -19,6 +18,7 @@ from transformers import DynamicCache
 from ... import checkpoints, losses, models, settings
 from ...types import Datum, ForwardBackwardOutput, ImageChunk, NonFiniteError, SampledProvenanceSpan, TensorData
 from .decoder import upcast
+from .forward_decoder import cache_argument
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
@@ -125,9 +125,7 @@ class LocalTrainer:
         else:
             model = apply_lora(model, spec)
         self.model = model
-        # transformers 5.24 renamed `past_key_values` to `cache`; the engine supports both sides of it
-        forward = type(loaded.model).forward
-        self._cache_arg = "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+        self._cache_arg = cache_argument(loaded.model)
         self.device = device
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -289,7 +287,8 @@ class LocalTrainer:
         for idx in self._micro_batches(data):
             batch = [data[i] for i in idx]
             with torch.set_grad_enabled(backward):
-                logp_list = self._logp(batch)
+                with settings.autocast(self.device):  # the forward only: the loss below is float32
+                    logp_list = self._logp(batch)
                 logp_N = torch.cat(logp_list)
                 inputs_N = {f"{k}_N": torch.cat([d.loss_fn_inputs[k].to_torch() for d in batch]).to(self.device)
                             for k in (*spec.inputs, *spec.optional_inputs) if k in batch[0].loss_fn_inputs}
