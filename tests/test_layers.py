@@ -6,7 +6,7 @@ It is DESIGN.md's layer list with the places where the code has a reason to diff
 (`client`, `backend`) runs the built-in losses and loads the model zoo, so `losses` and `models` sit
 below it; environments wrap the mini tasks and grade with the verifiers, so `data` and `rewards` sit
 below `envs`; the rollout drives environments, so `envs` sits below `rollout`; and the modules DESIGN.md
-does not list (`settings`, `config`, `checkpoints`, `coldstart`, `distill`, `decide`) have their place.
+does not list (`settings`, `config`, `checkpoints`, `coldstart`, `distill`, `decide`, `export`) have their place.
 """
 
 import ast
@@ -16,10 +16,10 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
-    {"types", "settings", "config", "losses", "advantages", "rewards", "atomic"},
+    {"types", "settings", "config", "losses", "advantages", "rewards", "atomic", "extras"},
     {"checkpoints", "models", "tools"},
     {"backend", "data"},
-    {"client", "envs"},
+    {"client", "envs", "export"},
     {"rollout", "serve"},
     {"eval", "track", "coldstart"},
     {"report", "decide", "distill"},

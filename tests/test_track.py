@@ -227,12 +227,13 @@ def test_tracker_none_is_a_no_op(tmp_path, kind):
 
 
 def test_unknown_tracker_names_the_valid_kinds(tmp_path):
-    with pytest.raises(ValueError, match="tensorboard.*swanlab.*wandb"):
-        Tracker.create("mlflow", make_run(tmp_path))
+    with pytest.raises(ValueError, match="tensorboard.*swanlab.*wandb.*mlflow"):
+        Tracker.create("comet", make_run(tmp_path))
 
 
 @pytest.mark.parametrize("kind, module", [("tensorboard", "torch.utils.tensorboard"),
-                                          ("swanlab", "swanlab"), ("wandb", "wandb")])
+                                          ("swanlab", "swanlab"), ("wandb", "wandb"),
+                                          ("mlflow", "mlflow.tracking")])
 def test_missing_tracker_package_says_how_to_install(tmp_path, monkeypatch, kind, module):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail, installed or not
     with pytest.raises(ImportError, match=f"pip install {kind}"):
@@ -252,6 +253,7 @@ def test_wandb_and_swanlab_run_offline_and_get_the_metrics(tmp_path, monkeypatch
             calls.append(("finish",))
 
     for mod in ("wandb", "swanlab"):
+        monkeypatch.delenv(f"{mod.upper()}_MODE", raising=False)  # unset: offline; the user's setting wins
         fake = types.ModuleType(mod)
         fake.init = lambda **kw: calls.append(("init", kw)) or FakeRun()
         monkeypatch.setitem(sys.modules, mod, fake)
@@ -264,6 +266,10 @@ def test_wandb_and_swanlab_run_offline_and_get_the_metrics(tmp_path, monkeypatch
         assert calls[0][0] == "init" and calls[0][1]["mode"] == "offline"
         assert calls[0][1]["config"] == run.config
         assert calls[1] == ("log", {"reward/mean": 0.5}, 3) and calls[2] == ("finish",)
+        monkeypatch.setenv(f"{kind.upper()}_MODE", "disabled")  # the user's own setting wins
+        calls.clear()
+        Tracker.create(kind, run).close()
+        assert calls[0][1]["mode"] == "disabled"
 
 
 # -- progress -------------------------------------------------------------------------------------

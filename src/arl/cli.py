@@ -109,9 +109,11 @@ def cmd_run(args) -> int:
     from dataclasses import asdict
 
     from . import config
-    from .recipes import load
+    from .recipes import check_needs, load
     from .track import RunDir
 
+    if not args.help_config:
+        check_needs(args.chapter)  # a missing extra: one line naming it, before the run folder exists
     recipe = load(args.chapter)
     if args.help_config:
         print(recipe.__doc__.strip(), "\n")
@@ -165,10 +167,12 @@ def _resumed(args, recipe):
 def cmd_compare(args) -> int:
     """Plan the arms (failing before any run on a bad key or value), run what is unfinished, report."""
     from . import config
-    from .recipes import load
+    from .recipes import check_needs, load
     from .report.compare import write_compare_report
     from .track.compare import PLAN_FILE, Plan, parse_vary, run_all
 
+    if not args.report_only:
+        check_needs(args.chapter)
     recipe = load(args.chapter)
     for flag, value in (("--seeds", args.seeds), ("--jobs", args.jobs), ("--threads", args.threads)):
         if value is not None and value < 1:
@@ -225,6 +229,16 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    """Write a run's newest checkpoint (or a named one) as a standard Hugging Face folder."""
+    from .export import export
+
+    e = export(args.source, args.out_dir, merge=args.merge, force=args.force)
+    what = {"full": "full fine-tune", "merged": "LoRA merged into its base", "adapter": "LoRA adapter (peft)"}[e.form]
+    print(f"exported {e.checkpoint} ({what} of {e.base_model}) to {e.folder}; its README.md says how to load it")
+    return 0
+
+
 def cmd_serve(args) -> int:
     """The Tinker REST API over the local engine (docs/serve.md)."""
     from . import settings
@@ -236,10 +250,17 @@ def cmd_serve(args) -> int:
     if args.home:
         settings.configure(home=Path(args.home).expanduser().resolve())
     api_key = args.api_key or os.environ.get("ARL_SERVE_API_KEY")
+    from .serve.openai_api import parse_model_specs
+
+    try:
+        openai_models = parse_model_specs(args.model)
+    except ValueError as e:
+        print(f"arl serve: {e}", file=sys.stderr)
+        return 2
     print(f"arl serve: http://{args.host}:{args.port} (home {settings.get().home}); point the SDK at it with "
           f"TINKER_BASE_URL=http://{args.host}:{args.port} TINKER_API_KEY={'<your --api-key>' if api_key else 'tml-local'}",
           flush=True)
-    serve.run(args.host, args.port, api_key, access_log=not args.quiet)
+    serve.run(args.host, args.port, api_key, access_log=not args.quiet, openai_models=openai_models)
     return 0
 
 
@@ -288,14 +309,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", type=int, default=None, help="draw only this group (one question's episodes)")
     p.add_argument("--out", default=None, help="where to write the page (default RUN/show-<step or eval>.html)")
     p.set_defaults(fn=cmd_show)
-    p = sub.add_parser("serve", help="serve the Tinker REST API over the local engine, for the tinker SDK and cookbook")
+    p = sub.add_parser("serve", help="serve the Tinker REST API over the local engine, for the tinker SDK and cookbook, "
+                       "and OpenAI-compatible /v1 endpoints")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--home", default=None, help="arl home for models and the served checkpoints (default ARL_HOME)")
-    p.add_argument("--api-key", default=None, help="accept only requests with this X-API-Key (default ARL_SERVE_API_KEY; "
-                   "none: any key)")
+    p.add_argument("--api-key", default=None, help="accept only requests with this X-API-Key or Bearer token (default "
+                   "ARL_SERVE_API_KEY; none: any key)")
     p.add_argument("--quiet", action="store_true", help="no line per request")
+    p.add_argument("--model", action="append", metavar="NAME=PATH", help="list a model under NAME on the OpenAI "
+                   "endpoints (/v1/models); PATH: a checkpoint URI or folder, a run folder or a Hugging Face folder "
+                   "(repeatable)")
     p.set_defaults(fn=cmd_serve)
+    p = sub.add_parser("export", help="a checkpoint as a standard Hugging Face folder (transformers / peft load it)",
+                       description="Write a checkpoint as a Hugging Face folder: config.json, model.safetensors, the "
+                       "tokenizer with its chat template, generation_config.json (and a vision model's image processor). "
+                       "A LoRA checkpoint is merged into its base with --merge, else kept as a peft adapter whose base "
+                       "is named by its hub name or written beside it in base/ (docs/serve.md).")
+    p.add_argument("source", metavar="RUN_DIR|arl://URI", help="a run folder (its newest checkpoint), a checkpoint URI "
+                   "(arl://RUN/training_state/NAME, .../sampler_weights/NAME) or a checkpoint folder")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the folder to write (must not exist, or be empty)")
+    p.add_argument("--merge", action="store_true", help="fold a LoRA adapter into the base weights: one plain model folder")
+    p.add_argument("--force", action="store_true", help="replace OUT_DIR when it holds an earlier export")
+    p.set_defaults(fn=cmd_export)
     p = sub.add_parser("demo", help="engine demo: sample, train a few steps, sample again")
     p.add_argument("--model", default="arl/tiny-qwen3-2m", help="base model (see `arl models`)")
     p.add_argument("--steps", type=int, default=30, help="supervised steps")
@@ -334,6 +370,10 @@ def _dispatch(args) -> int:
             raise
         where = f"arl {args.command}" + (f" {args.chapter}" if getattr(args, "chapter", None) else "")
         hint = " (ARL_DEBUG=1 shows the traceback)" if isinstance(e, (RuntimeError, FloatingPointError)) else ""
+        from .extras import MissingExtra
+
+        if isinstance(e, MissingExtra):  # the install line is the whole story
+            hint = ""
         print(f"{where}: {_one_line(e)}{hint}", file=sys.stderr)
         return 2
 

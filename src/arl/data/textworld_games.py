@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import settings
+from .. import extras, settings
 from ..models.cache import ensure_built, read_manifest
 
 BUILD = 2
@@ -60,13 +60,9 @@ class Game:
 
 
 def require_textworld():
-    """The `textworld` module, or an error saying how to install it."""
-    try:
-        import textworld
-    except ImportError as e:
-        raise RuntimeError("the TextWorld chapter needs the textworld package: pip install 'textworld>=1.7,<1.8' "
-                           "(jericho is compiled from source: gcc and g++ must be installed)") from e
-    return textworld
+    """The `textworld` module, or `MissingExtra` naming the extra that installs it (jericho, which it
+    brings, compiles from source: gcc and g++; Linux and macOS)."""
+    return extras.require("textworld", "the TextWorld games")
 
 
 def game_size(seed: int, max_rooms: int, max_quest_length: int, min_rooms: int = 1,

@@ -31,6 +31,24 @@ CHAPTERS = {
     "vision-sft": ("arl.recipes.vision_sft", "04 Vision GRPO's control: continued SFT on the figures, in the same view, for the same wall time"),
 }
 
+NEEDS = {
+    "search-r1": ("search",),
+    "retool": ("linux",),
+    "textworld": ("textworld",),
+    "agent-opsd": ("textworld",),
+    "tempo": ("textworld",),
+}
+"""What a chapter needs beyond `pip install agentic-rl-lab`: extras of pyproject.toml, or "linux" (the
+retool sandbox); `arl.extras` checks them before a run folder is made."""
+
+
+def check_needs(chapter: str) -> None:
+    """`arl.extras.MissingExtra` (one line naming the extra to install) for the first thing `chapter` needs
+    that this installation lacks."""
+    from .. import extras
+
+    extras.check(NEEDS.get(chapter, ()), f"the {chapter} chapter")
+
 
 def load(chapter: str):
     if chapter not in CHAPTERS:

@@ -26,7 +26,7 @@ from ..eval.calibration import calibration_metrics, confidence_correct, fit_temp
 from ..report.calibration import plot_reliability
 from ..rl.config import RunConfig
 from ..rl.session import service
-from ..track import RunDir, progress
+from ..track import RunDir, Tracker, progress
 from ..types import AdamParams
 
 EVAL_SPLITS = ("dev", "calibration", "test", "hard")
@@ -99,7 +99,9 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         return logps, metrics
 
     base, metrics = read()
+    tracker = Tracker.create(cfg.tracker, run)
     run.log_metrics(0, metrics)
+    tracker.log(0, metrics)
     rng = random.Random(cfg.seed)
     adam = AdamParams(learning_rate=cfg.learning_rate, weight_decay=0.0, grad_clip_norm=1.0)
     with progress(cfg.steps, "jev") as bar:
@@ -115,6 +117,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
                 metrics.update(read(("dev",))[1])
             if step < cfg.steps:
                 run.log_metrics(step, metrics)
+                tracker.log(step, metrics)
             bar.update()
             bar.set_metrics({"ce": metrics["loss/ce"]})
 
@@ -122,8 +125,11 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     temperature = fit_temperature(trained["calibration"], answers["calibration"])
     stages = {"base": (base, 1.0), "trained": (trained, 1.0), "trained+T": (trained, temperature)}
     table = {stage: {s: calibration_metrics(lp[s], answers[s], t) for s in EVAL_SPLITS} for stage, (lp, t) in stages.items()}
-    run.log_metrics(cfg.steps, metrics | final | {"calibration/temperature": temperature}
-                    | {f"eval/{s}/calibrated/{k}": table["trained+T"][s][k] for s in EVAL_SPLITS for k in METRICS})
+    metrics |= final | {"calibration/temperature": temperature} \
+        | {f"eval/{s}/calibrated/{k}": table["trained+T"][s][k] for s in EVAL_SPLITS for k in METRICS}
+    run.log_metrics(cfg.steps, metrics)
+    tracker.log(cfg.steps, metrics)
+    tracker.close()
     for s in EVAL_SPLITS:
         curves = {name: confidence_correct([restricted_softmax(lp, t) for lp in logps[s]], answers[s])
                   for name, (logps, t) in stages.items() if name != "base"}

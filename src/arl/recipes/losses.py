@@ -32,7 +32,7 @@ from ..rl.config import MathConfig, RunConfig, SamplingConfig
 from ..rl.session import service
 from ..rl.update import Rollout
 from ..rollout import rl_datum
-from ..track import RunDir, progress
+from ..track import RunDir, Tracker, progress
 from ..types import AdamParams
 
 VARIANTS = {  # name -> (built-in loss, loss_fn_config); gspo is handled as a sequence objective
@@ -90,7 +90,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     datums = [rl_datum(r.prompt, r.tokens, r.logprobs, r.advantage / n_tokens) for r in replayed]
 
     # ... replayed through every loss, then moved off-policy by importance-sampling updates on itself
-    last = {}
+    last, tracker = {}, Tracker.create(cfg.tracker, run)
     with progress(cfg.replay_updates + 1, "losses replay") as bar:
         for k in range(cfg.replay_updates + 1):
             logp_KT = _trainer_logprobs(client, datums, replayed)
@@ -98,10 +98,12 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
             metrics["replay/stand_in_advantages"] = float(stand_in)
             metrics["train/datums"] = float(len(datums)) if k < cfg.replay_updates else 0.0  # the update after this row
             run.log_metrics(k, metrics)
+            tracker.log(k, metrics)
             if k < cfg.replay_updates:
                 client.forward_backward(datums, "importance_sampling")
                 client.optim_step(AdamParams(learning_rate=cfg.learning_rate, grad_clip_norm=1.0)).result()
             bar.update()
+    tracker.close()
     logq_N = torch.tensor([x for r in replayed for x in r.logprobs])
     plot_ratio_histogram(run.plots_dir / "replay_ratio.png", torch.exp(torch.cat(logp_KT) - logq_N))
     run.write_eval("summary", {"batch": {"sequences": len(replayed), "tokens": n_tokens, "stand_in_advantages": stand_in},

@@ -38,7 +38,7 @@ from ..rl.session import service
 from ..rl.stages import Stages
 from ..rl.task import MathTask
 from ..rollout import rl_datum
-from ..track import RunDir
+from ..track import RunDir, Tracker
 
 DOMAINS = ("specialist", "general")
 STAGES = {"opd": "base", "sar-opd": "opd", "sft-sar-opd": "sft", "idt-opd": "base", "sft-idt-opd": "sft"}
@@ -129,9 +129,9 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     paths["sft"] = run_cold_start(cfg.specialist_sft(paths["base"]), s_train)
     base, sft = (svc.create_sampling_client(model_path=paths[name]) for name in ("base", "sft"))
     tok, loss = base.get_tokenizer(), update.Objective("importance_sampling", {}, cfg.normalizer, cfg.max_tokens)
-    stages = Stages(run, {"sft": "base", **STAGES}, tasks, tok, resume)
+    stages = Stages(run, {"sft": "base", **STAGES}, tasks, tok, resume, Tracker.create(cfg.tracker, run))
     if not stages.evaluated("base"):
-        run.log_metrics(0, stages.evaluate("base", 0, base))
+        stages.log(0, stages.evaluate("base", 0, base))
     if not stages.evaluated("sft"):
         stages.evaluate("sft", cfg.specialist_sft_steps, sft)
     interleaved, both = interleaved_schedule(parse_ratio(cfg.idt_ratio, DOMAINS), cfg.idt_steps), {"specialist": sft, "general": base}

@@ -84,6 +84,8 @@ class RunConfig(Group):
     through the tinker SDK: LoRA from the base model, no cold start; the API key comes from TINKER_API_KEY)."""
     base_url: str | None = None
     """The service of backend=tinker (None: TINKER_BASE_URL, else Tinker's own), e.g. http://127.0.0.1:8000 for `arl serve`."""
+    tracker: str | None = None
+    """Mirror the metrics to a dashboard: tensorboard, mlflow, wandb or swanlab (None: metrics.jsonl only)."""
 
     def validate(self) -> None:
         super().validate()
@@ -104,8 +106,6 @@ class SessionConfig(Group):
     """Checkpoint every N steps (what --resume restarts from)."""
     lora_rank: int = 0
     """0 = full fine-tuning (the tiny models), else a LoRA rank (of a run that starts from the base model)."""
-    tracker: str | None = None
-    """Optional external tracker: tensorboard, swanlab or wandb."""
 
     def validate(self) -> None:
         super().validate()

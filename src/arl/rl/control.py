@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .. import report
 from ..config import require_positive
 from ..eval import before_after, summary_rows
-from ..track import RunDir, progress
+from ..track import RunDir, Tracker, progress
 from .config import Group
 
 
@@ -44,21 +44,28 @@ class SFTLoop:
     """The bookkeeping of a continued-SFT control's loop, which the chapter writes itself (its datums and
     its forward_backward + optim_step): iterating yields step numbers until `cfg.steps` steps or
     `cfg.time_budget_s` seconds of training (evaluation excluded; 0 = steps only); `held_out(step)` runs
-    at step 0, every `eval_every` steps and at the end; `end_step` logs a step to `run`."""
+    at step 0, every `eval_every` steps and at the end; `end_step` logs a step to `run` and to the tracker
+    that `cfg.tracker` names (`cfg` is the chapter's config: `RunConfig` and `SFTBudget`)."""
 
     def __init__(self, cfg: SFTBudget, run: RunDir, held_out: Callable[[int], dict[str, float]], label: str):
         self.cfg, self.run, self.held_out, self.label = cfg, run, held_out, label
-        self.steps, self.trained_s, self._t0, self._bar = 0, 0.0, 0.0, None
+        self.steps, self.trained_s, self._t0, self._bar, self.tracker = 0, 0.0, 0.0, None, Tracker()
 
     def __iter__(self) -> Iterator[int]:
         cfg = self.cfg
-        self.run.log_metrics(0, self.held_out(0))
+        self.tracker = Tracker.create(cfg.tracker, self.run)
+        self._log(0, self.held_out(0))
         with progress(cfg.steps if not cfg.time_budget_s else None, self.label) as self._bar:
             while self.steps < cfg.steps and (not cfg.time_budget_s or self.trained_s < cfg.time_budget_s):
                 self._t0 = time.perf_counter()
                 yield self.steps
         if self.steps % cfg.eval_every:
-            self.run.log_metrics(self.steps, self.held_out(self.steps))
+            self._log(self.steps, self.held_out(self.steps))
+        self.tracker.close()
+
+    def _log(self, step: int, metrics: dict[str, float]) -> None:
+        self.run.log_metrics(step, metrics)
+        self.tracker.log(step, metrics)
 
     def end_step(self, fb, datums: int) -> None:
         """Log the step whose forward_backward output is `fb` (its summed loss), evaluating when due."""
@@ -68,7 +75,7 @@ class SFTLoop:
                    "time/trained": self.trained_s}
         if self.steps % self.cfg.eval_every == 0:
             metrics.update(self.held_out(self.steps))
-        self.run.log_metrics(self.steps, metrics)
+        self._log(self.steps, metrics)
         self._bar.update()
         self._bar.set_metrics({"loss": metrics["loss/ce"]})
 

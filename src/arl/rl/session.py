@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import resource
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -205,7 +206,8 @@ def finish(session: Session, title: str, config: dict) -> None:
     run, task = session.run, session.task
     session.tracker.close()
     evals, summary = before_after(run, task.summary_keys, main=task.summary_keys[0])
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # ru_maxrss is in KiB on Linux, in bytes on macOS
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
     run.write_eval("summary", {**summary, "peak_rss_mb": peak_mb, "config": config})
     report.plot_metrics(run)
     report.write_report(

@@ -13,14 +13,17 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from .. import checkpoints, report
 from ..report.stages import plot_tradeoff, stage_rows
-from ..track import RunDir, progress
+from ..track import RunDir, Tracker, progress
 from .task import MathTask
 
 
 class Stages:
-    def __init__(self, run: RunDir, starts: Mapping[str, str], domains: Mapping[str, MathTask], tokenizer, resume: bool):
-        """`starts`: the stage each stage starts from; `domains`: each domain's task (its held-out split)."""
+    def __init__(self, run: RunDir, starts: Mapping[str, str], domains: Mapping[str, MathTask], tokenizer, resume: bool,
+                 tracker: Tracker | None = None):
+        """`starts`: the stage each stage starts from; `domains`: each domain's task (its held-out split);
+        `tracker`: where `log` mirrors the metrics too (closed by `finish`)."""
         self.run, self.domains, self.tokenizer = run, dict(domains), tokenizer
+        self.tracker = tracker or Tracker()
         self._bar = None
         file = run.eval_dir / "stages.json"
         self.record = json.loads(file.read_text()) if resume and file.is_file() else \
@@ -59,6 +62,7 @@ class Stages:
     def log(self, step: int, metrics: dict[str, float], shown: Sequence[str] = ()) -> None:
         """Log a step's metrics (at the run's global step) and advance the progress bar, showing `shown`."""
         self.run.log_metrics(step, metrics)
+        self.tracker.log(step, metrics)
         if self._bar is not None:
             self._bar.update()
             self._bar.set_metrics({k: metrics[k] for k in shown if k in metrics})
@@ -70,6 +74,7 @@ class Stages:
 
     def finish(self, title: str, config: dict) -> None:
         """The summary (every domain at each stage's end), the trade-off plot and the report."""
+        self.tracker.close()
         rows, names = self.record["rows"], tuple(self.domains)
         ends = stage_rows([rows], names, final_only=True)
         summary = {f"{r['stage']}/{d}": r[d][0] for r in ends for d in names}

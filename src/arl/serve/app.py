@@ -26,7 +26,7 @@ from .. import checkpoints, models
 from ..backend.local.engine import ENGINE
 from ..client import ServiceClient
 from ..models.zoo import check_name
-from . import wire
+from . import openai_api, wire
 from .state import RETAIN_S, ApiError, Model, Sampler, State
 
 LONG_POLL_S = 25.0
@@ -42,7 +42,8 @@ CLIENT_CONFIG = {"use_pyqwest_transport": False, "parallel_fwdbwd_chunks": False
 """Plain httpx, and the chunks of a large forward_backward sent one after another (so they arrive in seq order)."""
 
 
-def create_app(api_key: str | None = None) -> FastAPI:
+def create_app(api_key: str | None = None, openai_models: dict[str, str] | None = None) -> FastAPI:
+    """`openai_models`: extra names for the OpenAI endpoints (`arl serve --model NAME=PATH`, serve/openai_api.py)."""
     app = FastAPI(title="arl serve", docs_url=None, redoc_url=None, openapi_url=None)
     state = State()
     sampler_tasks: dict[str, asyncio.Task] = {}
@@ -68,7 +69,12 @@ def create_app(api_key: str | None = None) -> FastAPI:
 
     @app.middleware("http")
     async def _auth(request: Request, call_next):
-        if api_key and request.url.path != "/api/v1/healthz" and request.headers.get("x-api-key") != api_key:
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if api_key and request.url.path != "/api/v1/healthz" and api_key not in (request.headers.get("x-api-key"), bearer):
+            if request.url.path.startswith("/v1/"):  # the OpenAI endpoints answer in OpenAI's error shape
+                return openai_api.error_response(401, "invalid or missing API key: send the key `arl serve` was "
+                                                 "started with (--api-key or ARL_SERVE_API_KEY) as a Bearer token "
+                                                 "(the openai client's api_key)", code="invalid_api_key")
             return JSONResponse({"detail": "invalid or missing API key (header X-API-Key): set TINKER_API_KEY to "
                                  "the key `arl serve` was started with (--api-key or ARL_SERVE_API_KEY)"},
                                 status_code=401)
@@ -392,6 +398,7 @@ def create_app(api_key: str | None = None) -> FastAPI:
         return {"base_model": meta["base_model"], "is_lora": meta["lora_rank"] is not None,
                 "lora_rank": meta["lora_rank"], **{k: meta.get(k) for k in ("train_unembed", "train_mlp", "train_attn")}}
 
+    openai_api.mount(app, openai_models)
     return app
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import bm25s
 import numpy as np
+
+from arl import extras
 
 NO_RESULTS = "No results for this query."
 
@@ -30,8 +31,14 @@ class Passage:
     text: str
 
 
+def _bm25s():
+    """The `bm25s` module (the `search` extra), imported when an index is first built, so that the rest of
+    arl, and `Passage`, work without it."""
+    return extras.require("search", "the BM25 search index (Search-R1's retriever)")
+
+
 def _words(text: str) -> list[str]:
-    return bm25s.tokenize([text], stopwords="en", return_ids=False, show_progress=False)[0]
+    return _bm25s().tokenize([text], stopwords="en", return_ids=False, show_progress=False)[0]
 
 
 class BM25Index:
@@ -47,6 +54,7 @@ class BM25Index:
             raise ValueError(f"passage id {duplicate!r} occurs more than once; ids must be unique")
         self.passages = list(passages)
         corpus = [f"{p.title} {p.text}" for p in self.passages]
+        bm25s = _bm25s()
         self._bm25 = bm25s.BM25()
         self._bm25.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
         self._vocabulary = self._bm25.vocab_dict

@@ -1,7 +1,7 @@
 """Run folders, metric and rollout logs, optional trackers and progress bars (layer 11).
 
     run = RunDir.create("runs", "grpo", name=None, config=asdict(cfg))
-    tracker = Tracker.create(cfg.tracker, run)            # None, "tensorboard", "swanlab", "wandb"
+    tracker = Tracker.create(cfg.tracker, run)  # None, "tensorboard", "mlflow", "wandb", "swanlab"
     with progress(cfg.steps, "grpo") as bar:
         for step in range(cfg.steps):
             ...
