@@ -16,6 +16,10 @@ from test_recipes import arl_cli
 GRPO = load("grpo")
 
 
+PAIRS = {"ref": None, "b": "ref"}
+"""The partners of the two-arm plans of the item-verdict tests: b against ref."""
+
+
 def resolve_grpo(preset, overrides):
     return config.resolve(GRPO.Config, GRPO.PRESETS, preset, overrides)
 
@@ -86,6 +90,9 @@ def test_smoke_comparison_writes_the_report_and_extends(tmp_path):
     assert "2 seeds per arm" in md
     results = json.loads((out / "results.json").read_text())
     assert results["problems"] == [] and len(results["verdicts"]) == 3
+    assert [a["partner"] for a in results["arms"]] == [None, "loss_fn=importance_sampling"]
+    assert "## Compute ledger" in md and "| loss_fn=cispo | not logged |" in md  # grpo logs no samples drawn
+    assert "(seeds and items resampled: 2 seeds x 8 items)" in md
     # one more seed: only the two new runs are made
     res = arl_cli("compare", "grpo", "--preset", "smoke", "--vary", "loss_fn=importance_sampling,cispo",
                   "--seeds", "3", "--out", str(out))
@@ -130,13 +137,13 @@ def test_verdicts_paired_by_item_average_seeds_then_bootstrap_items():
                                read_eval=lambda name: {"items": items} if name == "step-0004" else {})
     plan = SimpleNamespace(arms=[Arm("ref", {}), Arm("b", {})], seeds=[0, 1])
     runs = {"ref": {0: run([0, 0, 1, 1]), 1: run([0, 1, 1, 0])}, "b": {0: run([1, 0, 1, 1]), 1: run([1, 1, 1, 0])}}
-    v = _item_verdicts(plan, runs, "won")["b vs ref: won"]
+    v = _item_verdicts(plan, runs, "won", PAIRS)["b vs ref: won"]
     # item differences averaged over the 2 seeds: [1, 0, 0, 0] -> mean 0.25
     assert v["mean"] == 0.25 and (v["n_items"], v["n_seeds"]) == (4, 2)
     assert v["low"] == 0.0 and v["high"] == 0.75  # bootstrap over 4 items: 0 to 3 of them are the winning one
     # sd of [1, 0, 0, 0] is 0.5: ((1.96 + 0.8416) x 0.5 / 0.25)^2 = 31.4 -> 32 items; the seeds' differences tie: None
     assert v["items_needed"] == 32 and v["seeds_needed"] is None
-    assert _item_verdicts(plan, runs, "em") == {}  # no per-item value of that key: no verdict
+    assert _item_verdicts(plan, runs, "em", PAIRS) == {}  # no per-item value of that key: no verdict
 
 
 def test_headline_accuracy_pairs_the_items_rewards():
@@ -150,5 +157,5 @@ def test_headline_accuracy_pairs_the_items_rewards():
         items = [{"completion": "\\boxed{A}", "reward": r} for r in rewards]
         return SimpleNamespace(eval_names=lambda: ["step-0010"], read_eval=lambda name: {"items": items})
     plan = SimpleNamespace(arms=[Arm("ref", {}), Arm("b", {})], seeds=[0])
-    v = _item_verdicts(plan, {"ref": {0: run([0.0, 1.0, 0.0, 0.0])}, "b": {0: run([1.0, 1.0, 1.0, 0.0])}}, "accuracy")
+    v = _item_verdicts(plan, {"ref": {0: run([0.0, 1.0, 0.0, 0.0])}, "b": {0: run([1.0, 1.0, 1.0, 0.0])}}, "accuracy", PAIRS)
     assert v["b vs ref: accuracy"]["mean"] == 0.5 and v["b vs ref: accuracy"]["n_items"] == 4

@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("compare", help="run arms that differ in one variable, with the same seeds, and report")
     p.add_argument("chapter")
     p.add_argument("--vary", action="append", metavar="KEY=A,B,...",
-                   help="one arm per value (repeat for one-at-a-time arms of several keys); the first is the reference; "
+                   help="one arm per value (repeat for one-at-a-time arms of several keys); each arm is compared with the earlier arm that differs from it only in its own key; "
                    "none: the preset alone over the seeds (seed replicates)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 for every arm (a larger N adds seeds)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting shared by every arm")

@@ -10,6 +10,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 # two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (then 1.96)
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
@@ -98,6 +100,45 @@ def items_to_resolve(diffs: Sequence[float], power: float = 0.8) -> int | None:
     if mean == 0 or sd == 0:
         return None
     return math.ceil(((1.959964 + z_power) * sd / abs(mean)) ** 2)
+
+
+Z_975, Z_80 = 1.96, 0.84
+"""Normal quantiles: two-sided alpha 0.05, and 80% power."""
+
+
+def hierarchical_bootstrap(diff_SI, n_boot: int = 4000, seed: int = 0,
+                           level: float = 0.95) -> tuple[float, float, float, float]:
+    """(mean, low, high, se) of the mean paired difference `diff_SI` (seeds x held-out items, arm minus
+    its partner on the same seed and item), with seeds and items resampled:
+
+        replicate b:  seeds s*_1..s*_S drawn with replacement, items i*_1..i*_I drawn with replacement,
+                      m_b = mean over j, k of diff_SI[s*_j, i*_k]
+        low, high = the (1-level)/2 and (1+level)/2 percentiles of m_b;   se = std_b(m_b)
+
+    The drawn items are the same for every drawn seed and both arms: every seed evaluates the same
+    held-out items, so an item's effect on the difference is shared by the seeds (redrawing items per
+    seed would count it as new each time and narrow the interval). Seeds and items are drawn from two
+    generators, so with all seeds identical the items' draws, and the result, are those of one seed:
+    the item bootstrap; with all items of a seed identical it is the seed bootstrap."""
+    diff_SI = np.asarray(diff_SI, dtype=float)
+    if diff_SI.ndim != 2 or 0 in diff_SI.shape:
+        raise ValueError(f"hierarchical_bootstrap: diff_SI has shape {diff_SI.shape}; pass seeds x items, "
+                         "at least one of each")
+    n_s, n_i = diff_SI.shape
+    seeds_BS = np.random.default_rng([seed, 0]).integers(0, n_s, size=(n_boot, n_s))
+    items_BI = np.random.default_rng([seed, 1]).integers(0, n_i, size=(n_boot, n_i))
+    item_sums_SB = np.stack([diff_SI[s, items_BI].sum(axis=1) for s in range(n_s)])  # each seed's sum over the drawn items
+    means_B = np.take_along_axis(item_sums_SB.T, seeds_BS, axis=1).sum(axis=1) / (n_s * n_i)
+    low, high = np.quantile(means_B, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return float(diff_SI.mean()), float(low), float(high), float(means_B.std())
+
+
+def min_detectable_difference(se: float) -> float:
+    """The smallest true difference a two-sided test at alpha 0.05 finds with 80% power, given the
+    standard error `se` of the estimated difference (normal approximation):
+
+        MDD = (z_0.975 + z_0.80) se = (1.96 + 0.84) se = 2.8 se"""
+    return (Z_975 + Z_80) * se
 
 
 def positive_f1(golds: Sequence[str], preds: Sequence[str | None], positive: str = "YES") -> float:

@@ -3,9 +3,11 @@
 It opens with two of the learning path's questions for this comparison: which variable changed (the
 config diff between arms, and checks that nothing else did: data order, eval items, budgets) and
 which conclusions still need stronger controls. Then: arms that make the same update (by
-the chapter's `same_update`, a numerical check of their gradients), held-out results per arm with paired
-bootstrap intervals and a verdict against the reference arm, and every metric's curve with a 95% band
-across seeds.
+the chapter's `same_update`, a numerical check of their gradients), held-out results per arm, a compute
+ledger (with a warning where an arm and its partner differ by more than 10%), verdicts of each arm
+against its one-switch partner (`Plan.partners`) with intervals that resample seeds and held-out items
+(`hierarchical_bootstrap`) and, where unresolved, the minimum detectable difference, and every metric's
+curve with a 95% band across seeds.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..eval.stats import bootstrap_ci, items_to_resolve, mean_band, paired_verdict
+from ..eval.stats import hierarchical_bootstrap, items_to_resolve, mean_band, min_detectable_difference, paired_verdict
 from ..track import _io
-from ..track.compare import Arm, Plan
+from ..track.compare import IGNORED_DIFF, Arm, Plan
 from ..track.rundir import RunDir
 from .html import CSS, _table
 from .plots import COLORS, STYLE, _safe_name, group_of, is_noisy, moving_average, panel_grid, png_bytes, series
@@ -29,8 +31,6 @@ from .stages import format_rows, plot_tradeoff, stage_rows
 
 SameUpdate = Callable[[object, object], bool]
 """A chapter's `same_update(cfg_a, cfg_b)`: whether two arms' configs make the same update."""
-IGNORED_DIFF = ("seed", "threads", "tracker")
-"""Config fields that may differ between runs without changing what is compared."""
 
 
 def _runs(plan: Plan) -> dict[str, dict[int, RunDir]]:
@@ -204,23 +204,27 @@ def compare_results(plan: Plan, runs=None, rows=None, same_update: SameUpdate | 
     finals = {arm: {k: {s: _final(rs, k) for s, rs in by_seed.items()} for k in eval_keys} for arm, by_seed in rows.items()}
     starts = {arm: {k: {s: next((r[k] for r in rs if r["step"] == 0 and k in r), None) for s, rs in by_seed.items()}
                     for k in eval_keys} for arm, by_seed in rows.items()}
-    ref = plan.arms[0].name
+    partners = plan.partners()
     verdicts = {}
-    for arm in plan.arms[1:]:
+    for arm, ref in ((a.name, p) for a in plan.arms if (p := partners[a.name]) is not None):
         for k in eval_keys:
-            seeds = [s for s in plan.seeds if finals[ref][k].get(s) is not None and finals[arm.name][k].get(s) is not None]
+            seeds = [s for s in plan.seeds if finals[ref][k].get(s) is not None and finals[arm][k].get(s) is not None]
             if seeds:
-                v = paired_verdict(ref, [finals[ref][k][s] for s in seeds], arm.name,
-                                   [finals[arm.name][k][s] for s in seeds], k)
-                verdicts[f"{arm.name} vs {ref}: {k}"] = {"mean": v.mean, "low": v.low, "high": v.high, "n": v.n, "text": v.text}
+                v = paired_verdict(ref, [finals[ref][k][s] for s in seeds], arm, [finals[arm][k][s] for s in seeds], k)
+                verdicts[f"{arm} vs {ref}: {k}"] = {"mean": v.mean, "low": v.low, "high": v.high, "n": v.n, "text": v.text}
     diff_rows, problems = _config_diff(plan, runs)
     checks, input_problems = _same_inputs(plan, runs)
     train_s = {arm: {s: sum(v for r in rs for k, v in r.items() if k == "time/step" or k.endswith("/time/step"))
                      for s, rs in by_seed.items()} for arm, by_seed in rows.items()}  # a multi-domain run logs DOMAIN/time/step
     cost = {arm: _step_means(by_seed) for arm, by_seed in rows.items()}
-    item_verdicts = _item_verdicts(plan, runs, eval_keys[0].removeprefix("eval/")) if eval_keys else {}
+    item_verdicts = _item_verdicts(plan, runs, eval_keys[0].removeprefix("eval/"), partners) if eval_keys else {}
+    configs = {a.name: plan.config(a, plan.seeds[0]) for a in plan.arms}
+    steps = {name: cfg.steps for name, cfg in configs.items() if hasattr(cfg, "steps")}  # for the warnings' matching steps
+    ledger = {arm: ledger_of(by_seed, {s: r.config for s, r in runs[arm].items()}) for arm, by_seed in rows.items()}
     return {"chapter": plan.chapter, "preset": plan.preset, "base": plan.base, "seeds": plan.seeds,
-            "arms": [{"name": a.name, "overrides": a.overrides, "finished_seeds": sorted(runs[a.name])} for a in plan.arms],
+            "arms": [{"name": a.name, "overrides": a.overrides, "finished_seeds": sorted(runs[a.name]),
+                      "partner": partners[a.name]} for a in plan.arms],
+            "ledger": ledger, "ledger_warnings": ledger_warnings(ledger, partners, steps),
             "config_diff": diff_rows, "problems": problems + input_problems, "checks": checks,
             "same_update": _equivalences(plan, runs, same_update), "final": finals, "start": starts, "verdicts": verdicts,
             "item_verdicts": item_verdicts, "train_seconds": train_s, "step_means": cost, "eval_items": _eval_size(runs)}
@@ -240,38 +244,91 @@ def _item_values(run: RunDir, key: str) -> list[float] | None:
     return None if any(v is None for v in values) else [float(v) for v in values]
 
 
-def _item_verdicts(plan: Plan, runs, key: str) -> dict[str, dict]:
-    """Each arm against the reference on the headline `key`, paired by held-out item: item i's difference
-    is B - A averaged over the seeds both finished, and the interval bootstraps the items (each arm plays
-    the same items). Also how many items (at these seeds), and how many seeds (at these items), a
-    difference of the observed size and spread would need to be resolved with 80% power."""
-    ref, out = plan.arms[0].name, {}
-    for arm in plan.arms[1:]:
-        seeds = [s for s in plan.seeds if s in runs[ref] and s in runs[arm.name]]
-        pairs = [(_item_values(runs[ref][s], key), _item_values(runs[arm.name][s], key)) for s in seeds]
+def _item_verdicts(plan: Plan, runs, key: str, partners: dict[str, str | None]) -> dict[str, dict]:
+    """Each arm against its one-switch partner (`Plan.partners`) on the headline `key`, paired by seed
+    and held-out item: diff_SI[s, i] = arm - partner on seed s, item i; the interval resamples seeds and
+    items (`hierarchical_bootstrap`), and `mdd` is the minimum detectable difference from its standard
+    error (`min_detectable_difference`). Also how many items (at these seeds), and how many seeds (at
+    these items), a difference of the observed size and spread would need to be resolved with 80% power."""
+    out = {}
+    for arm, ref in ((a.name, p) for a in plan.arms if (p := partners[a.name]) is not None):
+        seeds = [s for s in plan.seeds if s in runs[ref] and s in runs[arm]]
+        pairs = [(_item_values(runs[ref][s], key), _item_values(runs[arm][s], key)) for s in seeds]
         pairs = [(a, b) for a, b in pairs if a is not None and b is not None and len(a) == len(b)]
-        if not pairs:
+        if not pairs or len({len(a) for a, _ in pairs}) > 1:
             continue
-        per_seed = [[y - x for x, y in zip(a, b)] for a, b in pairs]
-        diffs = [sum(col) / len(col) for col in zip(*per_seed)]
-        mean, low, high = bootstrap_ci(diffs, n_boot=4000)
-        out[f"{arm.name} vs {ref}: {key}"] = {
-            "mean": mean, "low": low, "high": high, "n_items": len(diffs), "n_seeds": len(pairs),
-            "items_needed": items_to_resolve(diffs), "seeds_needed": items_to_resolve([sum(d) / len(d) for d in per_seed])}
+        diff_SI = np.asarray([b for _, b in pairs]) - np.asarray([a for a, _ in pairs])
+        mean, low, high, se = hierarchical_bootstrap(diff_SI)
+        out[f"{arm} vs {ref}: {key}"] = {
+            "arm": arm, "partner": ref, "mean": mean, "low": low, "high": high, "se": se,
+            "mdd": min_detectable_difference(se), "n_items": diff_SI.shape[1], "n_seeds": diff_SI.shape[0],
+            "items_needed": items_to_resolve(diff_SI.mean(axis=0).tolist()),
+            "seeds_needed": items_to_resolve(diff_SI.mean(axis=1).tolist())}
     return out
 
 
-def _item_lines(res: dict) -> list[str]:
-    lines = []
-    for name, v in res.get("item_verdicts", {}).items():
-        resolved = "not resolved (the interval holds 0)" if v["low"] <= 0 <= v["high"] else "resolved"
-        need = [f"about {v['items_needed']} items at {v['n_seeds']} seeds" if v["items_needed"] else None,
-                f"about {v['seeds_needed']} seeds at {v['n_items']} items" if v["seeds_needed"] else None]
-        need_text = " or ".join(n for n in need if n)
-        lines.append(f"- {name}: {100 * v['mean']:+.1f} points, 95% CI [{100 * v['low']:+.1f}, {100 * v['high']:+.1f}] "
-                     f"over {v['n_items']} items x {v['n_seeds']} seeds: {resolved}"
-                     + (f"; a difference of this size would need {need_text} (80% power)" if need_text else ""))
-    return lines
+def verdict_line(name: str, v: dict) -> str:
+    """One verdict in words: the difference, its interval (seeds and items resampled), and either
+    "resolved" or "not resolved" with the minimum detectable difference (80% power, alpha 0.05) and
+    how many items or seeds a difference of the observed size would need."""
+    head = (f"{name}: {100 * v['mean']:+.1f} points, 95% CI [{100 * v['low']:+.1f}, {100 * v['high']:+.1f}] "
+            f"(seeds and items resampled: {v['n_seeds']} seeds x {v['n_items']} items)")
+    if v["low"] == v["high"] == 0:
+        return f"{head}: no difference on any seed or item"
+    if not v["low"] <= 0 <= v["high"]:
+        return f"{head}: resolved"
+    need = [f"about {v['items_needed']} items at {v['n_seeds']} seeds" if v["items_needed"] else None,
+            f"about {v['seeds_needed']} seeds at {v['n_items']} items" if v["seeds_needed"] else None]
+    need_text = " or ".join(n for n in need if n)
+    return (f"{head}: not resolved (the interval holds 0); minimum detectable difference {100 * v['mdd']:.1f} points "
+            f"(80% power, alpha 0.05)" + (f"; a difference of this size would need {need_text}" if need_text else ""))
+
+
+LEDGER = (("samples drawn", "sampling/candidate_groups"), ("completions trained", "train/datums"),
+          ("tokens trained", "train/tokens"), ("teacher forward tokens", "teacher/forward_tokens"),
+          ("critic forward tokens", "critic/forward_tokens"), ("wall time (s)", "time/step"))
+"""The compute ledger's columns and the logged metric each one sums over a run's steps (a multi-domain
+run logs DOMAIN/KEY too). Samples drawn: candidate groups x group_size, logged where dynamic sampling
+draws more groups than it trains (DAPO). No recipe logs teacher or critic forward tokens yet: their
+columns say "not logged" until one does."""
+
+
+def ledger_of(rows_by_seed: dict[int, list[dict]], config_by_seed: dict[int, dict]) -> dict[str, float | None]:
+    """One arm's compute: each `LEDGER` column's total over a run's steps, the mean over its seeds,
+
+        ledger[col] = mean_s sum_steps metric   (samples drawn: x the run's group_size)
+
+    None for a column whose metric no run of the arm logged (the report says "not logged")."""
+    out: dict[str, float | None] = {}
+    for col, key in LEDGER:
+        totals = []
+        for seed, rows in rows_by_seed.items():
+            vals = [v for r in rows for k, v in r.items() if (k == key or k.endswith("/" + key)) and isinstance(v, (int, float))]
+            if vals:
+                scale = config_by_seed.get(seed, {}).get("group_size", 1) if col == "samples drawn" else 1
+                totals.append(sum(vals) * scale)
+        out[col] = sum(totals) / len(totals) if totals else None
+    return out
+
+
+def ledger_warnings(ledger: dict[str, dict], partners: dict[str, str | None], steps: dict[str, int],
+                    tolerance: float = 0.10) -> list[str]:
+    """A warning for every ledger column in which an arm and its partner differ by more than
+    `tolerance` of the partner's value, |arm - partner| > tolerance |partner|: their difference then
+    mixes the switch with compute. Each warning gives the arm's `steps` that would match the partner
+    at the arm's own per-step rate, steps_match = round(steps_arm x partner / arm)."""
+    out = []
+    for arm, ref in partners.items():
+        if ref is None:
+            continue
+        for col, _ in LEDGER:
+            a, b = ledger[arm].get(col), ledger[ref].get(col)
+            if a is not None and b is not None and abs(a - b) > tolerance * abs(b):
+                change = f"{100 * (a - b) / b:+.0f}%" if b else "from 0"
+                match = f"; steps={round(steps[arm] * b / a)} for {arm} would match at its per-step rate" if a and arm in steps else ""
+                out.append(f"{arm} and its partner {ref} differ in {col}: {a:.4g} against {b:.4g} ({change}); "
+                           f"the difference between them is not the switch alone{match}")
+    return out
 
 
 COST_GROUPS = ("time/", "sampling/", "train/")
@@ -304,6 +361,7 @@ def _cautions(res: dict) -> list[str]:
         out.append(f"**{n_seeds} seeds per arm.** A paired bootstrap over {n_seeds} seeds has few distinct "
                    f"resamples; its interval is coarse and tends to be too narrow. Run more seeds "
                    f"(`--seeds {max(5, 2 * n_seeds)}` adds them to this folder) before trusting a small difference.")
+    out += [f"**Unequal compute:** {w}." for w in res["ledger_warnings"]]
     overlapping = [k for k, v in res["verdicts"].items() if v["low"] <= 0 <= v["high"] and v["mean"] != 0]
     if overlapping:
         out.append("**Intervals that contain 0:** " + "; ".join(overlapping) +
@@ -337,12 +395,17 @@ def write_compare_report(plan: Plan, same_update: SameUpdate | None = None) -> P
     folder = plan.folder
     _io.atomic_write_text(folder / "results.json", json.dumps(res, indent=2) + "\n")
     pngs = _curve_plots(runs, rows, folder / "plots") if any(runs.values()) else []
-    ref = plan.arms[0].name
+    partners = {a["name"]: a["partner"] for a in res["arms"]}
     varied = sorted({k for a in plan.arms for k in a.overrides})
     what = f"varying {', '.join(varied)}" if varied else "seed replicates (no variable changed)"
+    pairing = "; ".join(f"{a} against {p}" for a, p in partners.items() if p) or "none"
+    unpaired = [a.name for a in plan.arms[1:] if partners[a.name] is None]
     md = [f"# Comparison: {plan.chapter} ({plan.preset}), {what}", "",
-          f"Arms: {', '.join(a.name for a in plan.arms)} (reference: {ref}); seeds {plan.seeds}. "
+          f"Arms: {', '.join(a.name for a in plan.arms)}; seeds {plan.seeds}. "
           f"Shared settings: {plan.base or 'the preset'}.", "",
+          f"Each arm is compared with the earlier arm that differs from it only in its own switch: {pairing}."
+          + (f" No arm differs from {', '.join(unpaired)} in its switch alone, so it is not compared: add its "
+             f"key's preset value to that --vary." if unpaired else ""), "",
           "## Which variable changed", ""]
     if res["config_diff"]:
         md += _md_table(res["config_diff"])
@@ -368,10 +431,11 @@ def write_compare_report(plan: Plan, same_update: SameUpdate | None = None) -> P
         for k in eval_keys:
             row[f"{k} start"] = _fmt_arm_values(res["start"][a.name][k])
             row[f"{k} end"] = _fmt_arm_values(res["final"][a.name][k])
+        ref = partners[a.name]
         v = res["verdicts"].get(f"{a.name} vs {ref}: {eval_keys[0]}") if eval_keys else None
-        row[f"{eval_keys[0] if eval_keys else ''} Δ vs reference [95% CI]"] = (
-            "reference" if a.name == ref else "-" if v is None
-            else f"{100 * v['mean']:+.1f} [{100 * v['low']:+.1f}, {100 * v['high']:+.1f}]")
+        row["partner"] = ref or "-"
+        row[f"{eval_keys[0] if eval_keys else ''} Δ vs partner [95% CI, seeds]"] = (
+            "-" if v is None else f"{100 * v['mean']:+.1f} [{100 * v['low']:+.1f}, {100 * v['high']:+.1f}]")
         secs = [v for v in res["train_seconds"][a.name].values()]
         row["train s"] = f"{sum(secs) / len(secs):.0f}" if secs else "-"
         table.append(row)
@@ -390,11 +454,17 @@ def write_compare_report(plan: Plan, same_update: SameUpdate | None = None) -> P
     cost_keys = sorted({k for a in plan.arms for k in res["step_means"][a.name]})
     md += _md_table([{"metric": k, **{a.name: (f"{res['step_means'][a.name][k]:.3g}" if k in res["step_means"][a.name] else "-")
                                        for a in plan.arms}} for k in cost_keys])
-    md += ["", f"## Verdicts (paired by seed against {ref}, bootstrap 95% CI)", ""]
-    md += [f"- {v['text']}" for v in res["verdicts"].values()] or ["- not enough finished runs yet"]
+    md += ["", "## Compute ledger (totals per run, mean over seeds)", ""]
+    md += _md_table([{"arm": a.name, **{col: ("not logged" if res["ledger"][a.name][col] is None
+                                              else f"{res['ledger'][a.name][col]:.4g}") for col, _ in LEDGER}}
+                     for a in plan.arms])
+    md.append("")
+    md += [f"- **warning:** {w}" for w in res["ledger_warnings"]] or ["- ok: every arm is within 10% of its partner in every logged column"]
     if res["item_verdicts"]:
-        md += ["", "## Verdicts paired by held-out item (bootstrap over items, 95% CI; power to resolve)", ""]
-        md += _item_lines(res)
+        md += ["", "## Verdicts against the partner (paired by seed and held-out item; 95% CI with seeds and items resampled)", ""]
+        md += [f"- {verdict_line(name, v)}" for name, v in res["item_verdicts"].items()]
+    md += ["", "## Verdicts against the partner (paired by seed only, bootstrap over seeds, 95% CI)", ""]
+    md += [f"- {v['text']}" for v in res["verdicts"].values()] or ["- not enough finished runs yet"]
     md += ["", "## Curves (mean and 95% band across seeds)", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs]
     _io.atomic_write_text(folder / "report.md", "\n".join(md) + "\n")
     _io.atomic_write_text(folder / "report.html", _html(plan, md, pngs, table, res))

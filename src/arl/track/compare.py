@@ -15,6 +15,7 @@ checkpoint, so an interrupted comparison picks up where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -43,8 +44,8 @@ class Arm:
 
 def parse_vary(items: list[str]) -> list[Arm]:
     """Arms from `--vary key=a,b,c` options: one arm per value, each changing only that key against the
-    base; several --vary options give one-at-a-time arms for each key. The first arm is the reference
-    that the others are compared with. No --vary: one arm, the preset as it is, run over the seeds
+    base; several --vary options give one-at-a-time arms for each key. Each arm is compared with its
+    one-switch partner (`pair_arms`): the first arm of its key, or an earlier arm that is its baseline. No --vary: one arm, the preset as it is, run over the seeds
     (seed replicates, e.g. of a multi-stage chapter whose stages are the comparison)."""
     arms: list[Arm] = []
     for item in items:
@@ -60,6 +61,32 @@ def parse_vary(items: list[str]) -> list[Arm]:
                 raise ValueError(f"--vary: the arm {arm.name} is given twice")
             arms.append(arm)
     return arms or [Arm("preset", {})]
+
+
+IGNORED_DIFF = ("seed", "threads", "tracker")
+"""Config fields that may differ between runs without changing what is compared."""
+
+
+def pair_arms(arms: list[Arm], configs: dict[str, dict]) -> dict[str, str | None]:
+    """Each arm's partner: the first arm before it in the plan whose resolved config differs from its
+    own in some of the fields its switch sets (`arm.overrides`) and in no other field, so every
+    difference in the report is one switch against its own baseline:
+
+        partner(b) = first a before b with  0 < |diff(cfg_a, cfg_b)| and diff(cfg_a, cfg_b) <= keys(b.overrides)
+
+    (`IGNORED_DIFF` fields left out). None when no earlier arm qualifies: the first arm (the
+    reference), or e.g. `--vary b=u,v` where neither value is b's preset value, so b=u differs from
+    every earlier arm in two fields; `configs`: arm name -> its config as a dict."""
+    def diff(a: str, b: str) -> set[str]:
+        keys = (set(configs[a]) | set(configs[b])) - set(IGNORED_DIFF)
+        return {k for k in keys if json.dumps(configs[a].get(k)) != json.dumps(configs[b].get(k))}
+
+    partners: dict[str, str | None] = {}
+    for i, arm in enumerate(arms):
+        switch = set(arm.overrides)
+        partners[arm.name] = next((a.name for a in arms[:i] if diff(a.name, arm.name) and diff(a.name, arm.name) <= switch),
+                                  None)
+    return partners
 
 
 @dataclass
@@ -140,6 +167,10 @@ class Plan:
             return self.resolve(self.preset, self.overrides(arm, seed))
         except ValueError as e:
             raise ValueError(f"arm {arm.name}: {e}") from None
+
+    def partners(self) -> dict[str, str | None]:
+        """Each arm's one-switch partner (`pair_arms`), from the configs resolved at the first seed."""
+        return pair_arms(self.arms, {a.name: dataclasses.asdict(self.config(a, self.seeds[0])) for a in self.arms})
 
     def run_dir(self, arm: Arm, seed: int) -> Path:
         return self.folder / "runs" / self.chapter / f"{arm.slug}-seed{seed}"
