@@ -11,7 +11,7 @@ import pytest
 from arl import config
 from arl.eval.stats import hierarchical_bootstrap, min_detectable_difference
 from arl.recipes import load
-from arl.report.compare import _item_verdicts, ledger_of, ledger_warnings, verdict_line
+from arl.report.compare import _cautions, _item_verdicts, ledger_of, ledger_warnings, verdict_line
 from arl.track.compare import Plan, pair_arms, parse_vary
 
 
@@ -69,6 +69,8 @@ def test_ledger_warns_when_partners_differ_by_more_than_ten_percent():
     # wall time is 9% apart (within 10%); other has no partner; dyn's 129 completions in 25 steps: 100 in round(19.4) = 19
     assert warnings == ["dyn and its partner ref differ in completions trained: 129 against 100 (+29%); the difference "
                         "between them is not the switch alone; steps=19 for dyn would match at its per-step rate"]
+    res = {"arms": [], "verdicts": {}, "eval_items": None, "same_update": [], "ledger_warnings": warnings}
+    assert any(c.startswith("**Unequal compute:** 1 ledger column(s) differ by more than 10%") for c in _cautions(res))
 
 
 def test_constant_difference_is_a_zero_width_interval_at_that_value():

@@ -361,7 +361,9 @@ def _cautions(res: dict) -> list[str]:
         out.append(f"**{n_seeds} seeds per arm.** A paired bootstrap over {n_seeds} seeds has few distinct "
                    f"resamples; its interval is coarse and tends to be too narrow. Run more seeds "
                    f"(`--seeds {max(5, 2 * n_seeds)}` adds them to this folder) before trusting a small difference.")
-    out += [f"**Unequal compute:** {w}." for w in res["ledger_warnings"]]
+    if res["ledger_warnings"]:
+        out.append(f"**Unequal compute:** {len(res['ledger_warnings'])} ledger column(s) differ by more than 10% between an "
+                   "arm and its partner (see the compute ledger): those differences mix the switch with compute.")
     overlapping = [k for k, v in res["verdicts"].items() if v["low"] <= 0 <= v["high"] and v["mean"] != 0]
     if overlapping:
         out.append("**Intervals that contain 0:** " + "; ".join(overlapping) +
