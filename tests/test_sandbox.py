@@ -93,8 +93,16 @@ TRAINER_PRELUDE = textwrap.dedent(f"""\
 
 @pytest.fixture(autouse=True)
 def no_process_left_behind():
-    """After each test, nothing that a sandbox started may still exist (not even a zombie)."""
+    """After each test, nothing that a sandbox started may still exist (not even a zombie). A killed
+    call's processes die within seconds, not at once (a kill travels launcher -> init -> code, and a
+    process of another uid map is reaped by its namespace's init): they get 10 s, orphans reaped here."""
     yield
+    deadline = time.monotonic() + 10
+    while sandbox_processes() and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.05)
     assert sandbox_processes() == []
 
 
