@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -74,6 +75,33 @@ def sandbox_processes() -> list[str]:
             if FIRST_UID <= p["uid"] < FIRST_UID + 16 or ("_launcher.py" in p["cmdline"] and p["ppid"] == os.getpid())]
 
 
+def process_tree(pids: set[int]) -> str:
+    """The given processes with their ancestors up to the host's init, one line each, for a failure message."""
+    table = {p["pid"]: p for p in processes()}
+    lines = []
+    for pid in sorted(pids):
+        chain, at = [], pid
+        while at in table and len(chain) < 12:
+            p = table[at]
+            chain.append(f"{p['pid']}(uid {p['uid']} {p['state'][:1]} {p['cmdline'][:60].strip() or '<no cmdline>'})")
+            at = p["ppid"]
+        lines.append(" <- ".join(chain))
+    return "\n".join(lines)
+
+
+def wait_for_sandbox_uids_to_empty(seconds: float, launchers: list[int] = ()) -> None:
+    """Wait until no process of the tests' uid range (nor a given launcher) is left, reaping this
+    process's orphans; fail with the process tree of what is left."""
+    deadline = time.monotonic() + seconds
+    while left := {p["pid"] for p in processes() if FIRST_UID <= p["uid"] < FIRST_UID + 16 or p["pid"] in launchers}:
+        if time.monotonic() > deadline:
+            pytest.fail(f"left {seconds:g} s after the call was killed:\n{process_tree(left)}")
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.05)
+
+
 TRAINER_PRELUDE = textwrap.dedent(f"""\
     import importlib.util, json, os, sys, types, warnings
     def load(name, path):
@@ -103,7 +131,8 @@ def no_process_left_behind():
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
         time.sleep(0.05)
-    assert sandbox_processes() == []
+    left = sandbox_processes()
+    assert left == [], process_tree({int(line.split()[1]) for line in left})
 
 
 @pytest.fixture(scope="module")
@@ -478,11 +507,14 @@ def test_killing_the_launcher_takes_the_code_with_it(sandbox):
         time.sleep(0.05)
         launchers = [int(p.split()[1]) for p in sandbox_processes() if "_launcher.py" in p and "uid 0 " in p]
     assert launchers, "the launcher never started"
-    time.sleep(0.3)  # let it start the code
+    while not any("main.py" in p["cmdline"] and FIRST_UID <= p["uid"] < FIRST_UID + 16 for p in processes()):
+        assert time.monotonic() < deadline + 15, "the code never started"  # a fixed pause was too short on a busy CI
+        time.sleep(0.05)
     os.kill(launchers[0], 9)
     worker.join(timeout=5)
     assert not worker.is_alive()
     assert isinstance(outcome[0], SandboxError) and "without a report" in str(outcome[0])
+    wait_for_sandbox_uids_to_empty(5)
 
 
 @needs_root
@@ -516,13 +548,7 @@ def test_a_killed_trainer_takes_its_sandbox_call_with_it(tmp_path, isolated):
         assert launchers
         trainer.kill()
         trainer.wait()
-        deadline = time.monotonic() + 5
-        while left := [p for p in processes() if p["uid"] == uid or p["pid"] in launchers]:
-            assert time.monotonic() < deadline, f"left after the trainer was killed: {left}"
-            with contextlib.suppress(ChildProcessError):
-                while os.waitpid(-1, os.WNOHANG)[0]:
-                    pass
-            time.sleep(0.05)
+        wait_for_sandbox_uids_to_empty(5, launchers)
     finally:
         for pid in launchers:  # only if the test failed: the launcher leads its own process group
             with contextlib.suppress(ProcessLookupError):
@@ -622,6 +648,29 @@ def test_a_full_uid_pool_is_a_busy_tool_result(monkeypatch):
     assert (busy.outcome, busy.stdout) == ("error", "")
     assert format_result(busy).startswith("Error: the sandbox is busy: all 2 of its uids are in use")
     assert box.run("print('ran')").stdout == "ran\n"
+
+
+@needs_root
+def test_a_uid_left_in_use_by_a_killed_trainer_is_swept_before_its_next_call():
+    """Should anything of a call outlive its killed trainer (the PID namespace and PR_SET_PDEATHSIG
+    should make that impossible), the next call to lease that uid kills it first: the lease file still
+    says "in use", as only a finished call clears it."""
+    uid = FIRST_UID + 10
+    stray = subprocess.Popen(["sleep", "60"], user=uid, group=uid)
+    try:
+        with sandbox_module._uid_lease(uid, True):
+            pass  # a finished call: the lease is clear
+        lease = Path("/run" if os.path.isdir("/run") else tempfile.gettempdir()) / "arl-sandbox-uids" / str(uid)
+        assert lease.read_bytes() == b""
+        assert Sandbox(small_config(first_uid=uid, max_concurrent=1)).run("print('ok')").stdout == "ok\n"
+        assert stray.poll() is None, "a clear lease sweeps nothing"
+        lease.write_bytes(sandbox_module._LEASE_IN_USE)  # what a trainer killed mid-call leaves
+        assert Sandbox(small_config(first_uid=uid, max_concurrent=1)).run("print('ok')").stdout == "ok\n"
+        assert stray.wait(timeout=5) == -signal.SIGKILL
+        assert lease.read_bytes() == b""
+    finally:
+        stray.kill()
+        stray.wait()
 
 
 def test_without_namespaces_nothing_runs_unless_allowed():

@@ -415,9 +415,10 @@ def reap_orphans(block: bool) -> None:
 
 
 def sweep_uid(uid: int) -> None:
-    """Without a PID namespace: kill every process left with the call's uid (a child in a new session,
-    a fork bomb's rest). kill(-1) from that uid reaches exactly the processes it owns; the trainer
-    leases the uid to this call alone while it runs."""
+    """Kill every process left with the call's uid (a child in a new session, a fork bomb's rest): after
+    each call without a PID namespace, and for the trainer (`--sweep UID`) after a call that ended without
+    a report. kill(-1) from that uid reaches exactly the processes it owns; the trainer leases the uid
+    to one call at a time."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -431,6 +432,9 @@ def sweep_uid(uid: int) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--sweep"]:  # the trainer's cleanup after a call that ended without a report
+        sweep_uid(int(sys.argv[2]))
+        return
     settings = marshal.loads(sys.stdin.buffer.read())
     status_fd = settings["status_fd"]
     os.set_inheritable(status_fd, False)

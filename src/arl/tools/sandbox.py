@@ -355,11 +355,31 @@ def _uid_lease(first_uid: int, switch_user: bool):
             os.close(fd)
             continue
         try:
-            yield uid
+            if os.pread(fd, len(_LEASE_IN_USE), 0) == _LEASE_IN_USE:
+                _sweep_uid(uid)  # its last holder was killed mid-call: nothing of that call may share the uid
+            os.pwrite(fd, _LEASE_IN_USE, 0)
+            try:
+                yield uid
+            except BaseException:
+                _sweep_uid(uid)  # the call ended without its launcher's word that everything is gone
+                raise
+            os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # releases the lock
         return
     yield None
+
+
+_LEASE_IN_USE = b"in use"
+"""Written into a uid's lock file for the length of a call; found there by the next holder, it means the
+trainer of that call died mid-call (SIGKILL leaves no chance to clear it)."""
+
+
+def _sweep_uid(uid: int) -> None:
+    """SIGKILL every process of `uid` (the launcher's sweep, run as its own process: forking a threaded
+    trainer to run Python is unsafe). A belt to the braces of PR_SET_PDEATHSIG and the PID namespace."""
+    subprocess.run([sys.executable, "-I", "-S", str(LAUNCHER), "--sweep", str(uid)], stdin=subprocess.DEVNULL,
+                   env={}, cwd="/", check=True, timeout=30)
 
 
 def _paths_to_hide() -> list[str]:
