@@ -359,7 +359,7 @@ def test_vision_rows_name_their_images_and_show_draws_them(smoke_run):
     ("vision-grpo", "kinds=count,oops", "kinds='count,oops': use a comma-separated subset of count, relation"),
     ("vision-grpo", "kinds=", "kinds='': use a comma-separated subset"),
     ("spec-o3", "tasks=cv,xx", "tasks='cv,xx': use a comma-separated subset of cv, cc, ss, gm, wd"),
-    ("spec-o3", "eval_split=train", "eval_split='train': use test or dev"),
+    ("spec-o3", "eval_split=train", "eval_split='train': use test (the reported results) or dev"),
 ])
 def test_multimodal_configs_name_the_bad_field(chapter, override, message):
     recipe = load(chapter)

@@ -57,6 +57,21 @@ def require_positive(cfg, *names: str) -> None:
             raise ValueError(f"{name}={getattr(cfg, name)}: must be at least 1")
 
 
+EVAL_SPLITS = ("test", "dev")
+"""What a chapter's held-out evaluation can play: test (the reported results) or dev (where presets, cold
+starts and reward shaping are chosen, so that the test split is read once, at the end)."""
+
+
+def check_eval_split(fields) -> None:
+    """For a config's `validate`: `eval_split` is test or dev, and dev, when chosen, is not empty (`n_dev`)."""
+    if fields.eval_split not in EVAL_SPLITS:
+        raise ValueError(f"eval_split={fields.eval_split!r}: use test (the reported results) or dev (choosing settings)")
+    if fields.n_dev < 0:
+        raise ValueError(f"n_dev={fields.n_dev}: must be >= 0")
+    if fields.eval_split == "dev" and fields.n_dev < 1:
+        raise ValueError("eval_split=dev: set n_dev to 1 or more development items")
+
+
 def comma_list(name: str, value: str, allowed) -> list[str]:
     """A field's `value`, a comma-separated subset of `allowed`, as a list (an error naming the field
     `name` and the allowed values when it is empty or holds an unknown one)."""

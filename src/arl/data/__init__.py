@@ -2,20 +2,27 @@
 
 from pathlib import Path
 
-from arl.data.arithmetic import make_split
+from arl.data.arithmetic import make_dev, make_split
 from arl.data.gsm8k import load_gsm8k, load_gsm8k_cached
 from arl.data.problem import INSTRUCTION, Problem, format_privileged_prompt, format_prompt
 
 
-def load_math_task(data: str, level: str, n_train: int, n_test: int) -> tuple[list[Problem], list[Problem]]:
-    """(train, held-out test) of the math chapters: `data="arithmetic"` generates the mini task at
-    `level` (split seed 0, fixed); otherwise `data` is a GSM8K train jsonl with its test file beside it,
-    and when that file is missing, GSM8K from the `datasets` cache."""
+def load_math_task(data: str, level: str, n_train: int, n_test: int,
+                   n_dev: int = 0) -> tuple[list[Problem], list[Problem], list[Problem]]:
+    """(train, dev, test) of the math chapters: `data="arithmetic"` generates the mini task at `level`
+    (split seed 0, fixed; dev drawn beside train and test without changing them); otherwise `data` is a
+    GSM8K train jsonl with its test file beside it (or GSM8K from the `datasets` cache when that file is
+    missing), whose last `n_dev` training problems are held back as dev."""
     if data == "arithmetic":
-        return make_split(seed=0, n_train=n_train, n_test=n_test, level=level)
+        train, test = make_split(seed=0, n_train=n_train, n_test=n_test, level=level)
+        return train, make_dev(train, test, n_dev, seed=0, level=level), test
     if not Path(data).is_file():
-        return load_gsm8k_cached("train"), load_gsm8k_cached("test")[:n_test]
-    return load_gsm8k(data), load_gsm8k(data.replace("train", "test"))[:n_test]
+        train, test = load_gsm8k_cached("train"), load_gsm8k_cached("test")[:n_test]
+    else:
+        train, test = load_gsm8k(data), load_gsm8k(data.replace("train", "test"))[:n_test]
+    if n_dev >= len(train):
+        raise ValueError(f"n_dev={n_dev}: {data} has {len(train)} training problems; hold back fewer as dev")
+    return train[:len(train) - n_dev], train[len(train) - n_dev:], test
 
 
-__all__ = ["INSTRUCTION", "Problem", "format_privileged_prompt", "format_prompt", "load_gsm8k", "load_gsm8k_cached", "load_math_task", "make_split"]
+__all__ = ["INSTRUCTION", "Problem", "format_privileged_prompt", "format_prompt", "load_gsm8k", "load_gsm8k_cached", "load_math_task", "make_dev", "make_split"]

@@ -259,3 +259,13 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200,
     test = draw_problems(rng, n_test, seen, f"{prefix}-test", LEVELS[level])
     train = draw_problems(rng, n_train, seen, f"{prefix}-train", LEVELS[level])
     return train, test
+
+
+def make_dev(train: list[Problem], test: list[Problem], n_dev: int, seed: int = 0,
+             level: str = "standard") -> list[Problem]:
+    """`n_dev` development problems beside `make_split(seed, ..., level)`'s (train, test): drawn from a
+    stream of their own, so neither of those changes, and sharing no question with either."""
+    check_split_sizes(n_dev, 0)
+    prefix = f"arith-s{seed}" if level == "standard" else f"arith-{level}-s{seed}"
+    seen = {p.question for p in (*train, *test)}
+    return draw_problems(random.Random(f"dev-{seed}"), n_dev, seen, f"{prefix}-dev", LEVELS[level])

@@ -92,6 +92,14 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[l
     return _draw(rng, n_train, seen, f"calc-s{seed}-train"), test
 
 
+def make_dev(train: list[Calculation], test: list[Calculation], n_dev: int, seed: int = 0) -> list[Calculation]:
+    """`n_dev` development problems beside `make_split(seed)`'s (train, test): a stream of their own,
+    so neither of those changes, sharing no question with either."""
+    check_split_sizes(n_dev, 0)
+    seen = {c.question for c in (*train, *test)}
+    return _draw(random.Random(f"dev-{seed}"), n_dev, seen, f"calc-s{seed}-dev")
+
+
 def demonstration(calc: Calculation, use_tool: bool) -> list[dict]:
     """The gold continuation of the user turn for the SFT cold start.
 

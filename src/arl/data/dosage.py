@@ -94,6 +94,14 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[l
     return train, test
 
 
+def make_dev(train: list[Problem], test: list[Problem], n_dev: int, seed: int = 0) -> list[Problem]:
+    """`n_dev` development problems beside `make_split(seed)`'s (train, test): a stream of their own,
+    so neither of those changes, sharing no question with either."""
+    check_split_sizes(n_dev, 0)
+    seen = {p.question for p in (*train, *test)}
+    return draw_problems(random.Random(f"dev-{seed}"), n_dev, seen, f"dose-s{seed}-dev", TEMPLATES)
+
+
 def mixed_into(train: list, doses: list, share: float) -> list:
     """`train` plus enough of `doses` (in order) that the dose problems are `share` of the whole: a
     broad SFT set in which a general model sees a little of the specialist domain."""

@@ -191,11 +191,8 @@ def _first(questions: list[Question], n: int, field: str, prefix: str) -> list[Q
             for i, q in enumerate(questions[:n])]
 
 
-def make_encyclopedia(seed: int = 0, n_train: int = 1000,
-                      n_test: int = 200) -> tuple[list[Passage], list[Question], list[Question]]:
-    """`(passages, train, test)`: the whole collection (both worlds) and the first `n_train` / `n_test`
-    questions of each world's shuffled question list. Fixed for a given seed on every machine; the
-    collection does not depend on `n_train` or `n_test`, and a smaller split is a prefix of a larger one."""
+def _worlds(seed: int) -> tuple[list[Passage], list[Question], list[Question], list[Question]]:
+    """(training world's passages, its shuffled questions, held-out world's passages, its shuffled questions)."""
     rng = random.Random(seed)
     names = _Names(rng)
     first_names = [names(FIRST_NAME_ENDINGS) for _ in range(FIRST_NAMES)]
@@ -203,9 +200,29 @@ def make_encyclopedia(seed: int = 0, n_train: int = 1000,
     train_passages, train_pool = _world(rng, names, first_names, TRAIN_WORLD, "train")
     rng.shuffle(test_pool)
     rng.shuffle(train_pool)
+    return train_passages, train_pool, test_passages, test_pool
+
+
+def make_encyclopedia(seed: int = 0, n_train: int = 1000,
+                      n_test: int = 200) -> tuple[list[Passage], list[Question], list[Question]]:
+    """`(passages, train, test)`: the whole collection (both worlds) and the first `n_train` / `n_test`
+    questions of each world's shuffled question list. Fixed for a given seed on every machine; the
+    collection does not depend on `n_train` or `n_test`, and a smaller split is a prefix of a larger one."""
+    train_passages, train_pool, test_passages, test_pool = _worlds(seed)
     test = _first(test_pool, n_test, "n_test", f"enc-s{seed}-test")
     train = _first(train_pool, n_train, "n_train", f"enc-s{seed}-train")
     return train_passages + test_passages, train, test
+
+
+def make_dev(seed: int = 0, n_dev: int = 100, n_test: int = 200) -> list[Question]:
+    """`n_dev` development questions of encyclopedia `seed`: the last ones of the held-out world's
+    shuffled list, which its first `n_test` (the test split) never reach. They ask about the held-out
+    world, as the test split does, without adding a passage: the collection and every search stay as they are."""
+    test_pool = _worlds(seed)[3]
+    if not isinstance(n_dev, int) or n_dev < 0 or n_dev + n_test > len(test_pool):
+        raise ValueError(f"n_dev={n_dev!r} with n_test={n_test}: the held-out world has {len(test_pool)} questions "
+                         "for both; lower n_dev or n_test")
+    return _first(test_pool[len(test_pool) - n_dev:], n_dev, "n_dev", f"enc-s{seed}-dev")
 
 
 def demonstration(question: Question, search: Callable[[str], str]) -> list[dict]:

@@ -67,7 +67,7 @@ class Config(RunConfig, SessionConfig, OptimConfig, LossConfig, AgentConfig, Sam
 
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=2, batch_prompts=2, group_size=4, max_tokens=32, max_turns=3,
-                  max_observation_tokens=64, max_trajectory_tokens=1024, sft_steps=60, sft_stages=1, n_train=4, n_dev=0, n_test=2, min_rooms=1,
+                  max_observation_tokens=64, max_trajectory_tokens=1024, sft_steps=60, sft_stages=1, n_train=4, n_dev=2, n_test=2, min_rooms=1,
                   max_rooms=1, n_objects=3, min_quest_length=1, max_quest_length=2, eval_every=1, save_every=1,
                   invalid_penalty=0.1),
     "mini": {},

@@ -69,6 +69,10 @@ class Config(RunConfig):
         if self.topk < 0:
             raise ValueError(f"topk={self.topk}: must be 0 (the whole vocabulary) or a positive K")
 
+    def data_splits(self) -> dict[str, list]:
+        """Every split's records: train, dev, calibration, test and hard (disjoint by state)."""
+        return make_splits(self.data_seed, self.n_train, self.n_dev, self.n_calibration, self.n_test, self.n_hard)
+
 
 PRESETS = {
     "smoke": dict(steps=2, batch_size=4, n_train=16, n_dev=4, n_calibration=6,
@@ -81,7 +85,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     if resume:
         raise ValueError("the Jev chapter does not resume: it is a few minutes long, start it again")
     svc = service(cfg, run)
-    splits = make_splits(cfg.data_seed, cfg.n_train, cfg.n_dev, cfg.n_calibration, cfg.n_test, cfg.n_hard)
+    splits = cfg.data_splits()
     client = svc.create_full_training_client(cfg.model, seed=cfg.seed)
     tok = client.get_tokenizer()
     fmt = DecisionFormat.for_tokenizer(tok)

@@ -73,6 +73,8 @@ class Config(RunConfig, OptimConfig, DistillConfig, SamplingConfig, MathConfig):
     """Generated specialist (dose) training problems."""
     specialist_n_test: int = 200
     """Held-out specialist problems."""
+    specialist_n_dev: int = 200
+    """Development dose problems (generated beside train and test): the specialist domain's eval_split=dev."""
     steps: int = 50
     """OPD steps of each staged stage (OPD, SAR-OPD's general stage, SFT-SAR-OPD); IDT-OPD runs idt_steps."""
     learning_rate: float = 1e-4
@@ -99,11 +101,19 @@ class Config(RunConfig, OptimConfig, DistillConfig, SamplingConfig, MathConfig):
             raise ValueError(f"general_mix={self.general_mix}: a share of dose problems in [0, 0.5)")
         parse_ratio(self.idt_ratio, DOMAINS)
         parse_stages(self.stages, STAGES)
+        if self.specialist_n_dev < (1 if self.eval_split == "dev" else 0):
+            raise ValueError(f"specialist_n_dev={self.specialist_n_dev}: eval_split=dev needs at least 1 (and never below 0)")
 
     def general_model(self, init: str) -> ColdStart:
         """The broad SFT that makes the general model (the base): arithmetic with a `general_mix` share of dose problems."""
         return ColdStart(self.model, self.general_mix_steps, learning_rate=self.sft_learning_rate,
                          task=f"mix-{self.data}-{self.level}-{self.n_train}-dosage-{self.general_mix}", init=init)
+
+    def data_splits(self) -> dict[str, list]:
+        """Both domains' train, dev and test problems (the specialist's under `specialist/`)."""
+        s_train, s_test = dosage.make_split(0, self.specialist_n_train, self.specialist_n_test)
+        specialist = {"train": s_train, "dev": dosage.make_dev(s_train, s_test, self.specialist_n_dev), "test": s_test}
+        return {**super().data_splits(), **{f"specialist/{k}": v for k, v in specialist.items()}}
 
     def specialist_sft(self, init: str) -> ColdStart:
         """The specialist SFT: from the general model's weights, on the dose problems (cached)."""
@@ -122,8 +132,9 @@ PRESETS = {
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     svc = service(cfg, run)
-    train, test = cfg.load_task()
-    s_train, s_test = dosage.make_split(0, cfg.specialist_n_train, cfg.specialist_n_test)
+    splits = cfg.data_splits()  # each domain evaluated on its eval_split (test, or dev while choosing settings)
+    train, test = splits["train"], splits[cfg.eval_split]
+    s_train, s_test = splits["specialist/train"], splits[f"specialist/{cfg.eval_split}"]
     tasks = {"specialist": MathTask(s_train, s_test, None, cfg.max_tokens), "general": MathTask(train, test, None, cfg.max_tokens)}
     paths = {"base": run_cold_start(cfg.general_model(run_cold_start(cfg.cold_start(), train)), dosage.mixed_into(train, s_train, cfg.general_mix))}
     paths["sft"] = run_cold_start(cfg.specialist_sft(paths["base"]), s_train)

@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass
 
 from ..coldstart import content_digest
 from ..data import load_math_task
-from ..data.calculation import Calculation, demonstration, make_split
+from ..config import check_eval_split
+from ..data.calculation import Calculation, demonstration, make_dev, make_split
 from ..envs.retool import CodeEnv, opening
 from ..rl import batch, update
 from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConfig, SamplingConfig, SessionConfig, defaults,
@@ -55,7 +56,12 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
     n_train: int = 2000
     """Training problems (generated)."""
     n_test: int = 200
-    """Held-out problems."""
+    """Held-out test problems: the reported results."""
+    n_dev: int = 200
+    """Development problems, where presets and the cold start are chosen (eval_split=dev): generated beside
+    train and test (neither changes), or a math set's last training problems held back."""
+    eval_split: str = "test"
+    """Which held-out problems the evaluations use: test (reported results) or dev (choosing settings)."""
     sandbox_timeout_s: float = 5.0
     """Wall-clock seconds of one interpreter call (the sandbox kills it and everything it started)."""
     sandbox_concurrency: int = 2
@@ -65,6 +71,7 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
 
     def validate(self) -> None:
         super().validate()
+        check_eval_split(self)
         if self.sandbox_timeout_s <= 0:
             raise ValueError(f"sandbox_timeout_s={self.sandbox_timeout_s}: must be greater than 0 (seconds a call may run)")
         self.sandbox_config()
@@ -73,6 +80,14 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
         if self.data != "calculation" and self.sft_steps > 0:
             raise ValueError(f"sft_steps={self.sft_steps}: {self.data!r} has no programs to demonstrate; set "
                              "sft_steps=0 (start from an instruction-tuned model) or data=calculation")
+
+    def data_splits(self) -> dict[str, list[Calculation]]:
+        """Every split's problems: train, dev and test (disjoint by question; split seed 0)."""
+        if self.data == "calculation":
+            train, test = make_split(seed=0, n_train=self.n_train, n_test=self.n_test)
+            return {"train": train, "dev": make_dev(train, test, self.n_dev), "test": test}
+        return {name: [Calculation(p.id, "math", p.question, p.answer, "") for p in split] for name, split in
+                zip(("train", "dev", "test"), load_math_task(self.data, "", self.n_train, self.n_test, self.n_dev))}
 
     def sandbox_config(self) -> SandboxConfig:
         return SandboxConfig(wall_timeout_s=self.sandbox_timeout_s, max_concurrent=self.sandbox_concurrency).validate()
@@ -93,11 +108,8 @@ def make_task(cfg: Config, sandbox: Sandbox) -> EnvTask:
     """The calculations (split seed 0) as `retool` episodes whose code runs in `sandbox`, or a math set
     as calculations without programs. The cold start: SFT on a demonstration of every training problem,
     `sft_direct_fraction` of them direct answers, the rest a call, its output and the boxed answer."""
-    if cfg.data == "calculation":
-        train, test = make_split(seed=0, n_train=cfg.n_train, n_test=cfg.n_test)
-    else:
-        train, test = ([Calculation(p.id, "math", p.question, p.answer, "") for p in split]
-                       for split in load_math_task(cfg.data, "", cfg.n_train, cfg.n_test))
+    splits = cfg.data_splits()
+    train, test = splits["train"], splits[cfg.eval_split]
     results = []  # every sandbox call's outcome; the model sees only the text
     code_interpreter = make_code_interpreter(sandbox, on_result=results.append)
 

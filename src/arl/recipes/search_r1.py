@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..coldstart import content_digest
-from ..data.encyclopedia import demonstration, make_encyclopedia
+from ..config import check_eval_split
+from ..data.encyclopedia import demonstration, make_dev, make_encyclopedia
 from ..data.qa import load_qa_jsonl
 from ..envs.search_r1 import SearchEnv, opening
 from ..rl import batch, update
@@ -54,7 +55,12 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
     n_train: int = 1000
     """Training questions (generated, or the first N of train.jsonl)."""
     n_test: int = 200
-    """Held-out questions."""
+    """Held-out test questions: the reported results."""
+    n_dev: int = 100
+    """Development questions, where presets and the cold start are chosen (eval_split=dev): the generated
+    held-out world's questions that the test split does not ask, or a real set's last training questions held back."""
+    eval_split: str = "test"
+    """Which held-out questions the evaluations use: test (reported results) or dev (choosing settings)."""
     top_k: int = 1
     """Passages a search returns."""
     sft_worlds: int = 3
@@ -66,6 +72,7 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
         super().validate()
         if self.top_k < 1:
             raise ValueError(f"top_k={self.top_k}: must be at least 1")
+        check_eval_split(self)
         if self.data != "encyclopedia":
             missing = [f for f in ("corpus.jsonl", "train.jsonl", "test.jsonl") if not (Path(self.data) / f).is_file()]
             if missing:
@@ -74,6 +81,10 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
             if self.sft_steps > 0:
                 raise ValueError(f"sft_steps={self.sft_steps}: a real QA set has no gold search queries to demonstrate; "
                                  "set sft_steps=0 (start from an instruction-tuned model)")
+
+    def data_splits(self) -> dict[str, list]:
+        """Every split's questions of world 0: train, dev and test (disjoint by question)."""
+        return world(self)[0]
 
 
 PRESETS = {
@@ -87,27 +98,32 @@ PRESETS = {
 }
 
 
-def world(cfg: Config, seed: int = 0) -> tuple[list, list, object]:
-    """(train, test, the `search` tool over the whole collection): encyclopedia `seed`, or the real data."""
+def world(cfg: Config, seed: int = 0) -> tuple[dict[str, list], object]:
+    """(the train, dev and test questions, the `search` tool over the whole collection): encyclopedia
+    `seed`, or the real data."""
     if cfg.data == "encyclopedia":
         passages, train, test = make_encyclopedia(seed=seed, n_train=cfg.n_train, n_test=cfg.n_test)
+        dev = make_dev(seed, cfg.n_dev, cfg.n_test)
     else:
         folder = Path(cfg.data)
         passages, train, test = load_qa_jsonl(folder / "corpus.jsonl", folder / "train.jsonl", folder / "test.jsonl")
-        train, test = train[:cfg.n_train], test[:cfg.n_test]
-    return train, test, search_tool(BM25Index(passages), k=cfg.top_k)
+        if cfg.n_dev >= len(train):
+            raise ValueError(f"n_dev={cfg.n_dev}: {folder / 'train.jsonl'} has {len(train)} questions; hold back fewer as dev")
+        train, dev, test = train[:len(train) - cfg.n_dev][:cfg.n_train], train[len(train) - cfg.n_dev:], test[:cfg.n_test]
+    return {"train": train, "dev": dev, "test": test}, search_tool(BM25Index(passages), k=cfg.top_k)
 
 
 def make_task(cfg: Config) -> EnvTask:
     """Questions of world 0 as `search-r1` episodes. The cold start: SFT on a gold demonstration (question
     -> search calls -> results -> `Answer:`) of every training question of `sft_worlds` encyclopedias, each
     searched through its own index; the held-out world of seed 0 is never demonstrated."""
-    train, test, search = world(cfg)
+    splits, search = world(cfg)
+    train, test = splits["train"], splits[cfg.eval_split]
 
     def cold_start() -> str | None:
         if cfg.sft_steps == 0:
             return None
-        worlds = [(train, search)] + [(qs, tool) for qs, _, tool in (world(cfg, seed) for seed in range(1, cfg.sft_worlds))]
+        worlds = [(train, search)] + [(qs["train"], tool) for qs, tool in (world(cfg, seed) for seed in range(1, cfg.sft_worlds))]
         conversations = [(opening(q), (tool,), demonstration(q, tool)) for qs, tool in worlds for q in qs]
         # named by content (prompt, tool schema, data, result format): a change to any of them trains anew
         digest = content_digest([o + d for o, _, d in conversations[::50]] + [tool_schema(search)])

@@ -89,7 +89,7 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=4, batch_prompts=2, group_size=4, max_tokens=48, max_turns=4,
                   macro_turns=2, critic_samples=2, mc_warmup_steps=1, critic_sft_steps=40,
-                  sft_steps=60, sft_stages=1, n_train=4, n_test=2, n_dev=0, min_rooms=1, max_rooms=1,
+                  sft_steps=60, sft_stages=1, n_train=4, n_test=2, n_dev=2, min_rooms=1, max_rooms=1,
                   n_objects=3, min_quest_length=2, max_quest_length=3, max_observation_tokens=64,
                   max_trajectory_tokens=1024, critic_eval_games=1, critic_eval_rollouts=2, eval_every=1, save_every=1),
     "mini": {},

@@ -78,9 +78,10 @@ PRESETS = {
 
 def make_task(cfg: Config) -> EnvTask:
     """The generated games (`arl.rl.games`), or ALFWorld's."""
-    if cfg.games == "alfworld":
+    if cfg.games == "alfworld":  # its valid_seen games are the dev split, valid_unseen the test split
         from ..envs.alfworld import AlfWorldEnv, load_alfworld_games
-        train, test = load_alfworld_games("train", limit=cfg.n_train), load_alfworld_games("valid_unseen", limit=cfg.n_test)
+        held_out = ("valid_unseen", cfg.n_test) if cfg.eval_split == "test" else ("valid_seen", cfg.n_dev)
+        train, test = load_alfworld_games("train", limit=cfg.n_train), load_alfworld_games(held_out[0], limit=held_out[1])
         return games_task(cfg, train, test, AlfWorldEnv)
     return games_task(cfg, *cfg.splits())
 

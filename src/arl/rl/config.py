@@ -18,8 +18,8 @@ from pathlib import Path
 
 from .. import advantages, losses
 from ..coldstart import ColdStart, demonstration_examples, run_cold_start
-from ..config import require_positive
-from ..data import load_math_task
+from ..config import check_eval_split, require_positive
+from ..data import Problem, load_math_task
 from ..rollout import Budgets
 from ..rollout.seeds import RUN_BITS, STEP_BITS
 from ..types import AdamParams
@@ -245,22 +245,36 @@ class MathConfig(Group):
     n_train: int = 2000
     """Generated training problems."""
     n_test: int = 200
-    """Held-out problems for evaluation."""
+    """Held-out test problems: the reported results."""
+    n_dev: int = 200
+    """Development problems, where presets, cold starts and reward shaping are chosen (eval_split=dev):
+    generated beside train and test (neither changes), or GSM8K's last training problems held back."""
+    eval_split: str = "test"
+    """Which held-out problems the evaluations use: test (reported results) or dev (choosing settings)."""
 
     def validate(self) -> None:
         super().validate()
         require_positive(self, "n_train", "n_test")
+        check_eval_split(self)
         if not 0.0 <= self.sft_plain_fraction <= 1.0:
             raise ValueError(f"sft_plain_fraction={self.sft_plain_fraction}: must be between 0 and 1")
         check_math_data(self.data, self.level)
 
+    def data_splits(self) -> dict[str, list[Problem]]:
+        """Every split's problems: train, dev and test (disjoint by question)."""
+        return dict(zip(("train", "dev", "test"), load_math_task(self.data, self.level, self.n_train, self.n_test,
+                                                                 self.n_dev)))
+
     def load_task(self):
-        """(train, test) problems."""
-        return load_math_task(self.data, self.level, self.n_train, self.n_test)
+        """(train, the evaluated split: test, or dev with eval_split=dev) problems."""
+        splits = self.data_splits()
+        return splits["train"], splits[self.eval_split]
 
     def cold_start(self) -> ColdStart:
+        # GSM8K's training problems depend on n_dev (held back from them); the generated ones do not
+        held_back = "" if self.data == "arithmetic" else f"-dev{self.n_dev}"
         return ColdStart(self.model, self.sft_steps, learning_rate=self.sft_learning_rate,
-                         plain_fraction=self.sft_plain_fraction, task=f"{self.data}-{self.level}-{self.n_train}")
+                         plain_fraction=self.sft_plain_fraction, task=f"{self.data}-{self.level}-{self.n_train}{held_back}")
 
     def math_task(self, cold_start: ColdStart | None = None) -> MathTask:
         """The task, evaluated with this config's max_tokens; RL starts from `cold_start` (default: this

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..coldstart import content_digest, privileged_mask
+from ..config import check_eval_split
 from ..data.textworld_games import Game, make_split
 from ..data.textworld_skills import skills_for
 from ..envs.textworld import COUNTERS, STOP_REASONS, TextWorldEnv, opening, walkthrough_messages
@@ -38,8 +39,9 @@ class GamesConfig(Group):
     """Training games (seeds from 0; a split keeps the games whose walkthrough wins)."""
     n_test: int = 50
     """Held-out games (seeds from 1,000,000)."""
-    n_dev: int = 0
-    """Development games (seeds from 2,000,000), evaluated instead of the held-out ones when eval_split=dev."""
+    n_dev: int = 50
+    """Development games (seeds from 2,000,000), evaluated instead of the held-out ones when eval_split=dev
+    (generated only then)."""
     eval_split: str = "test"
     """The games the held-out evaluation plays: test (the reported results) or dev (choosing presets and cold starts)."""
     min_rooms: int = 1
@@ -70,10 +72,7 @@ class GamesConfig(Group):
             raise ValueError(f"rooms {self.min_rooms}..{self.max_rooms}, n_objects={self.n_objects}, quest length "
                              f"{self.min_quest_length}..{self.max_quest_length}: each must be at least 1 and no "
                              "minimum above its maximum")
-        if self.eval_split not in ("test", "dev"):
-            raise ValueError(f"eval_split={self.eval_split!r}: use test or dev")
-        if self.eval_split == "dev" and self.n_dev < 1:
-            raise ValueError("eval_split=dev needs n_dev >= 1 development games")
+        check_eval_split(self)
         if self.sft_stages < 1:
             raise ValueError(f"sft_stages={self.sft_stages}: must be at least 1 (sft_steps=0 turns the cold start off)")
         if not 0.0 <= self.skill_fraction <= 1.0:
@@ -87,6 +86,13 @@ class GamesConfig(Group):
                     min_quest_length=self.min_quest_length, max_quest_length=self.max_quest_length)
         held_out = self.n_test if self.eval_split == "test" else self.n_dev
         return make_split("train", self.n_train, **size), make_split(self.eval_split, held_out, **size)
+
+    def data_splits(self) -> dict[str, list[Game]]:
+        """Every split's games: train, dev and test (disjoint by seed range)."""
+        size = dict(min_rooms=self.min_rooms, max_rooms=self.max_rooms, n_objects=self.n_objects,
+                    min_quest_length=self.min_quest_length, max_quest_length=self.max_quest_length)
+        return {split: make_split(split, n, **size)
+                for split, n in (("train", self.n_train), ("dev", self.n_dev), ("test", self.n_test))}
 
 
 def game_item(game: Game) -> dict:

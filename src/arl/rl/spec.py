@@ -14,7 +14,7 @@ from functools import cache
 
 from .. import models
 from ..coldstart import content_digest, demonstration_examples
-from ..config import comma_list, require_positive
+from ..config import check_eval_split, comma_list, require_positive
 from ..data import spectra
 from ..envs import format_tool_call
 from ..envs.spec_o3 import SpecEnv
@@ -50,12 +50,16 @@ class SpecConfig(Group):
         require_positive(self, "n_dev", "n_test")
         if self.n_train < 0:
             raise ValueError(f"n_train={self.n_train}: must be >= 0")
-        if self.eval_split not in ("test", "dev"):
-            raise ValueError(f"eval_split={self.eval_split!r}: use test or dev")
+        check_eval_split(self)
         self.task_list()
 
     def task_list(self) -> list[str]:
         return comma_list("tasks", self.tasks, spectra.TASKS)
+
+    def data_splits(self) -> dict[str, list]:
+        """Every split's questions: train, dev and test (disjoint by spectrum)."""
+        return dict(zip(("train", "dev", "test"), spectra.make_split(self.n_train, self.n_dev, self.n_test,
+                                                                     tasks=self.task_list())))
 
 
 def demonstration(q: spectra.Question, tool: bool) -> list[dict]:

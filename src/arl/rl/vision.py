@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .. import models
 from ..coldstart import ColdStart, content_digest, encode_chat, run_cold_start
-from ..config import comma_list, require_positive
+from ..config import check_eval_split, comma_list, require_positive
 from ..data import figures
 from ..eval import evaluate
 from ..models.images import image_chunk, split_at_image_pads
@@ -62,14 +62,19 @@ class FigureConfig(Group):
         require_positive(self, "n_train", "n_dev", "n_test", "image_size")
         if self.view not in VIEWS:
             raise ValueError(f"view={self.view!r}: use one of {', '.join(VIEWS)}")
-        if self.eval_split not in ("test", "dev"):
-            raise ValueError(f"eval_split={self.eval_split!r}: use test or dev")
+        check_eval_split(self)
         self.kind_list()
         if self.sft_steps < 0:
             raise ValueError(f"sft_steps={self.sft_steps}: must be >= 0 (0 = no cold start)")
 
     def kind_list(self) -> list[str]:
         return comma_list("kinds", self.kinds, figures.KINDS)
+
+    def data_splits(self) -> dict[str, list]:
+        """Every split's figures: train, dev and test (disjoint by scene)."""
+        train, dev, test = figures.make_split(self.n_train, self.n_dev, self.n_test, size=self.image_size,
+                                              kinds=self.kind_list())
+        return {"train": train, "dev": dev, "test": test}
 
     def figure_task(self, max_tokens: int) -> FigureTask:
         train, dev, test = figures.make_split(self.n_train, self.n_dev, self.n_test, size=self.image_size,
