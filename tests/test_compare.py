@@ -91,7 +91,7 @@ def test_smoke_comparison_writes_the_report_and_extends(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["problems"] == [] and len(results["verdicts"]) == 3
     assert [a["partner"] for a in results["arms"]] == [None, "loss_fn=importance_sampling"]
-    assert "## Compute ledger" in md and "| loss_fn=cispo | not logged |" in md  # grpo logs no samples drawn
+    assert "## Compute ledger" in md and "| loss_fn=cispo | 16 |" in md  # samples drawn: 2 steps x 2 prompts x 4
     assert "(seeds and items resampled: 2 seeds x 8 items)" in md
     # one more seed: only the two new runs are made
     res = arl_cli("compare", "grpo", "--preset", "smoke", "--vary", "loss_fn=importance_sampling,cispo",

@@ -7,11 +7,21 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_recipes import arl_cli
 
 from arl import config
 from arl.eval.stats import hierarchical_bootstrap, min_detectable_difference
 from arl.recipes import load
-from arl.report.compare import _cautions, _item_verdicts, ledger_of, ledger_warnings, verdict_line
+from arl.report.compare import (
+    EQUAL_COMPUTE,
+    _cautions,
+    _item_verdicts,
+    ledger_of,
+    ledger_warnings,
+    matched_steps,
+    verdict_line,
+)
+from arl.rollout import forward_tokens
 from arl.track.compare import Plan, pair_arms, parse_vary
 
 
@@ -58,6 +68,19 @@ def test_ledger_sums_logged_compute_and_says_what_is_not_logged():
     ledger = ledger_of(rows, {0: {"group_size": 4}, 1: {"group_size": 4}})
     assert ledger == {"samples drawn": 20.0, "completions trained": 9.0, "tokens trained": 120.0,
                       "teacher forward tokens": None, "critic forward tokens": None, "wall time (s)": 3.0}
+
+
+def test_ledger_counts_samples_drawn_from_the_config_without_dynamic_sampling():
+    rows = {0: [{"step": 1, "train/datums": 8.0}, {"step": 2, "train/datums": 0.0}, {"step": 2, "eval/accuracy": 0.5}],
+            1: [{"step": 1, "specialist/train/datums": 3.0, "teacher/forward_tokens": 40.0}]}
+    ledger = ledger_of(rows, {0: {"batch_prompts": 2, "group_size": 4}, 1: {"batch_prompts": 2, "group_size": 4}})
+    assert ledger["samples drawn"] == (2 * 8 + 1 * 8) / 2  # trained steps x batch_prompts x group_size, mean over seeds
+    assert ledger["teacher forward tokens"] == 40.0
+
+
+def test_forward_tokens_reads_each_prompt_once_and_every_completion_token():
+    # prompt 1 (3 tokens) with completions of 2 and 1 tokens; prompt 2 (1 token) with one of 3
+    assert forward_tokens([[1, 2, 3], [4]], [[[5, 6], [7]], [[8, 9, 10]]]) == 3 + 2 + 1 + 1 + 3
 
 
 def test_ledger_warns_when_partners_differ_by_more_than_ten_percent():
@@ -120,3 +143,22 @@ def test_an_unresolved_verdict_states_its_interval_and_minimum_detectable_differ
     assert "(seeds and items resampled: 2 seeds x 4 items): not resolved" in line
     assert f"minimum detectable difference {100 * v['mdd']:.1f} points (80% power, alpha 0.05)" in line
     assert verdict_line("x", {**v, "mean": 0.0, "low": 0.0, "high": 0.0}).endswith("no difference on any seed or item")
+
+
+def test_equal_compute_matches_each_arm_to_its_partner_at_its_own_rate():
+    base = {col: None for col in EQUAL_COMPUTE.values()}
+    ledger = {"ref": {**base, "completions trained": 100.0}, "dyn": {**base, "completions trained": 129.0},
+              "near": {**base, "completions trained": 105.0}, "lone": {**base, "completions trained": 50.0}}
+    partners = {"ref": None, "dyn": "ref", "near": "ref", "lone": None}
+    steps = {"ref": 25, "dyn": 25, "near": 25, "lone": 25}
+    # dyn: 129 completions in 25 steps, 100 in round(25 x 100 / 129) = 19; near is within 10%; lone has no partner
+    assert matched_steps(ledger, partners, steps, "completions trained") == {"dyn": 19}
+    with pytest.raises(ValueError, match="no run of dyn logs teacher forward tokens"):
+        matched_steps(ledger, partners, steps, "teacher forward tokens")
+
+
+def test_equal_compute_takes_only_a_ledger_column():
+    res = arl_cli("compare", "grpo", "--preset", "smoke", "--vary", "group_size=4,2", "--equal-compute", "flops")
+    assert res.returncode == 2 and "invalid choice: 'flops'" in res.stderr
+    for key in EQUAL_COMPUTE:
+        assert key in res.stderr

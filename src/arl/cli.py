@@ -168,7 +168,7 @@ def cmd_compare(args) -> int:
     """Plan the arms (failing before any run on a bad key or value), run what is unfinished, report."""
     from . import config
     from .recipes import check_needs, load
-    from .report.compare import write_compare_report
+    from .report.compare import EQUAL_COMPUTE, equal_compute_arms, write_compare_report
     from .track.compare import PLAN_FILE, Plan, parse_vary, run_all
 
     if not args.report_only:
@@ -190,6 +190,17 @@ def cmd_compare(args) -> int:
     n_arms, n_seeds = len(plan.arms), len(plan.seeds)
     print(f"comparison folder: {plan.folder} ({n_arms} arm{'s' * (n_arms != 1)} x {n_seeds} seed{'s' * (n_seeds != 1)})")
     failures = [] if args.report_only else run_all(plan, args.jobs, args.threads)
+    if args.equal_compute and not args.report_only and not failures:
+        known = {a.name for a in plan.arms}
+        extra = [a for a in equal_compute_arms(plan, args.equal_compute) if a.name not in known]
+        for arm in extra:
+            print(f"equal compute: {arm.name} runs steps={arm.overrides['steps']} to match its partner's "
+                  f"{EQUAL_COMPUTE[args.equal_compute]}")
+        if extra:
+            plan.arms += extra
+            plan.check()
+            plan.save()
+            failures = run_all(plan, args.jobs, args.threads)
     report = write_compare_report(plan, getattr(recipe, "same_update", None))
     print(f"report: {report}")
     for failure in failures:
@@ -294,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
                    "or give only --out to resume it as it is")
     p.add_argument("--jobs", type=int, default=None, help="runs at once, one torch thread each (default: one per core, at most 8)")
     p.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
+    p.add_argument("--equal-compute", default=None, choices=["samples", "completions", "tokens", "teacher", "critic", "wall"],
+                   help="after the arms run, add ARM@equal-KEY for each arm whose ledger column KEY differs from its "
+                        "partner's by more than 10%%: the same switch at the steps that match the partner's compute")
     p.set_defaults(fn=cmd_compare)
     p = sub.add_parser("decide", help="a trained decision model's distribution for every question of a record (Jev)")
     p.add_argument("checkpoint", help="a Jev run folder (its final weights and fitted T) or a sampler checkpoint")

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 
 from . import advantages
-from .rollout import score_completions
+from .rollout import forward_tokens, score_completions
 
 
 def teacher_advantages(teacher, teacher_prompts: Sequence[list[int]], seqs: Sequence, beta: float = 1.0,
@@ -23,7 +23,7 @@ def teacher_advantages(teacher, teacher_prompts: Sequence[list[int]], seqs: Sequ
     by `teacher` after `teacher_prompts[k]`, which is the student's prompt in OPD and a privileged one
     in OPSD: only the completion's tokens are compared, each at its own position
     (`rollout.score_completions`). Metrics: the sampled reverse KL's mean and spread over tokens, and
-    both models' mean logprob of the student's tokens.
+    both models' mean logprob of the student's tokens, and the tokens the teacher read (for the compute ledger).
     """
     teacher_KT = score_completions(teacher, [(p, s.tokens) for p, s in zip(teacher_prompts, seqs, strict=True)])
     adv_K = [advantages.reverse_kl_advantages(s.logprobs, t_T, beta, discount) for s, t_T in zip(seqs, teacher_KT)]
@@ -33,6 +33,7 @@ def teacher_advantages(teacher, teacher_prompts: Sequence[list[int]], seqs: Sequ
         "opd/reverse_kl_std": statistics.pstdev(kl_N),
         "opd/student_logprob_mean": statistics.fmean(x for s in seqs for x in s.logprobs),
         "opd/teacher_logprob_mean": statistics.fmean(x for t_T in teacher_KT for x in t_T),
+        "teacher/forward_tokens": forward_tokens(teacher_prompts, [[s.tokens] for s in seqs]),
     }
     return adv_K, metrics
 

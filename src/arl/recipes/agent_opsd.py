@@ -38,7 +38,7 @@ from ..rl.config import AgentConfig, LossConfig, OptimConfig, RunConfig, Samplin
 from ..rl.games import LONG_HORIZON, GamesConfig, games_task
 from ..rl.self_teacher import credit_metrics, per_token, teacher_logprobs, teacher_prompt, turn_evidence
 from ..rl.session import finish, open_session
-from ..rollout import request_seed, rollout_groups, trajectory_datum
+from ..rollout import forward_tokens, request_seed, rollout_groups, trajectory_datum
 from ..track import RunDir
 
 
@@ -92,9 +92,9 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         metrics = {**batch.episode_metrics(groups, COUNTERS, STOP_REASONS), "time/sample": time.perf_counter() - t0}
         prompts = [teacher_prompt(chat, env.initial_messages(), env.tools, skills_for(g.walkthrough))
                    for g, [env] in zip(games, task.envs(games))]
-        flat = [t for g in groups for t in g]
-        teacher_BG = batch.by_group(teacher_logprobs(sampler, [p for p in prompts for _ in range(cfg.group_size)], flat),
-                                    cfg.group_size)
+        flat, teacher_prompts = [t for g in groups for t in g], [p for p in prompts for _ in range(cfg.group_size)]
+        teacher_BG = batch.by_group(teacher_logprobs(sampler, teacher_prompts, flat), cfg.group_size)
+        metrics["teacher/forward_tokens"] = forward_tokens(teacher_prompts, [[t.tokens] for t in flat])
         # 3. advantages: the group's (r - mean) / std, spread over each episode's turns by the belief credit
         rewards_BG = batch.episode_rewards(groups)
         adv_BG, _ = advantages.batch_advantages(rewards_BG, cfg.adv_scale)

@@ -29,7 +29,7 @@ from ..rl.config import (AgentConfig, KLConfig, LossConfig, OptimConfig, RunConf
 from ..rl.games import LONG_HORIZON, GamesConfig, games_task
 from ..rl.session import finish, open_session
 from ..rl.task import EnvTask
-from ..rollout import request_seed, rollout_groups, trajectory_datum
+from ..rollout import forward_tokens, request_seed, rollout_groups, trajectory_datum
 
 
 @defaults(**LONG_HORIZON, batch_prompts=4, group_size=4, steps=24, learning_rate=2e-4, eval_every=12, save_every=4)
@@ -137,8 +137,9 @@ def main(cfg: Config, run, resume: bool = False):
         ends_BN = [[tempo.endpoint(s, t, e, chat, budgets) for t, e in zip(g, es)] for s, g, es in zip(starts, groups, envs)]
         # 3. endpoint values (critic), returns, the TD target G per start state and the actor's advantages
         new = [e for es in ends_BN for e in es if e is not None]
-        _, end_values_EK = tempo.sample_critic(sampler, [critic_prompt(e) for e in new], cfg.endpoint_samples,
-                                               cfg.critic_max_tokens, cfg.temperature, seed, stop, 1) if cfg.endpoint_samples else ([], [])
+        end_prompts = [critic_prompt(e) for e in new] if cfg.endpoint_samples else []
+        end_seqs_EK, end_values_EK = tempo.sample_critic(sampler, end_prompts, cfg.endpoint_samples, cfg.critic_max_tokens,
+                                                         cfg.temperature, seed, stop, 1) if end_prompts else ([], [])
         values = iter(tempo.state_value(v) for v in end_values_EK)
         values_BN = [[next(values, 0.0) if e is not None else 0.0 for e in es] for es in ends_BN]
         _, targets_B, adv_BN = zip(*(advantages.tempo_targets(w, v, [e is None for e in es], cfg.adv_scale)
@@ -164,7 +165,9 @@ def main(cfg: Config, run, resume: bool = False):
             stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
         # 6. push the new states, log (the critic against Monte-Carlo returns at each evaluation), save the store
         td.store.push(new)
+        critic_read = forward_tokens(end_prompts + critic_prompts, [[s.tokens for s in k] for k in (*end_seqs_EK, *seqs_SK)])
         metrics = {**batch.episode_metrics(groups, COUNTERS, STOP_REASONS), "env/steps": float(td.env_steps),
+                   "critic/forward_tokens": critic_read,
                    **tempo.step_metrics(starts, won_BN, ends_BN, adv_BN, end_values_EK, values_SK, targets_S, len(fresh), td.store)}
         last = step + 1 == cfg.steps or 0 < cfg.env_steps <= td.env_steps
         if cfg.critic_samples and held and ((step + 1) % cfg.eval_every == 0 or last):

@@ -288,27 +288,74 @@ LEDGER = (("samples drawn", "sampling/candidate_groups"), ("completions trained"
           ("tokens trained", "train/tokens"), ("teacher forward tokens", "teacher/forward_tokens"),
           ("critic forward tokens", "critic/forward_tokens"), ("wall time (s)", "time/step"))
 """The compute ledger's columns and the logged metric each one sums over a run's steps (a multi-domain
-run logs DOMAIN/KEY too). Samples drawn: candidate groups x group_size, logged where dynamic sampling
-draws more groups than it trains (DAPO). No recipe logs teacher or critic forward tokens yet: their
-columns say "not logged" until one does."""
+run logs DOMAIN/KEY too). Samples drawn: candidate groups x group_size where dynamic sampling draws more
+groups than it trains (DAPO logs them), else batch_prompts x group_size per trained step, from the run's
+config. Teacher forward tokens: OPD, OPSD, the specialist chapter and AgentOPSD (every prompt and
+completion the teacher scored); critic forward tokens: TEMPO (the critic's prompts and sampled values)."""
 
 
 def ledger_of(rows_by_seed: dict[int, list[dict]], config_by_seed: dict[int, dict]) -> dict[str, float | None]:
     """One arm's compute: each `LEDGER` column's total over a run's steps, the mean over its seeds,
 
-        ledger[col] = mean_s sum_steps metric   (samples drawn: x the run's group_size)
+        ledger[col] = mean_s sum_steps metric   (samples drawn: x the run's group_size; without the
+                                                 metric, trained steps x batch_prompts x group_size)
 
     None for a column whose metric no run of the arm logged (the report says "not logged")."""
     out: dict[str, float | None] = {}
     for col, key in LEDGER:
         totals = []
         for seed, rows in rows_by_seed.items():
+            config = config_by_seed.get(seed, {})
             vals = [v for r in rows for k, v in r.items() if (k == key or k.endswith("/" + key)) and isinstance(v, (int, float))]
             if vals:
-                scale = config_by_seed.get(seed, {}).get("group_size", 1) if col == "samples drawn" else 1
-                totals.append(sum(vals) * scale)
+                totals.append(sum(vals) * (config.get("group_size", 1) if col == "samples drawn" else 1))
+            elif col == "samples drawn" and {"batch_prompts", "group_size"} <= config.keys():
+                steps = sum(1 for r in rows if any(k == "train/datums" or k.endswith("/train/datums") for k in r))
+                totals.append(float(steps * config["batch_prompts"] * config["group_size"]))
         out[col] = sum(totals) / len(totals) if totals else None
     return out
+
+
+EQUAL_COMPUTE = {"samples": "samples drawn", "completions": "completions trained", "tokens": "tokens trained",
+                 "teacher": "teacher forward tokens", "critic": "critic forward tokens", "wall": "wall time (s)"}
+"""`arl compare --equal-compute KEY`: the ledger column each key matches."""
+
+
+def matched_steps(ledger: dict[str, dict], partners: dict[str, str | None], steps: dict[str, int], column: str,
+                  tolerance: float = 0.10) -> dict[str, int]:
+    """The steps at which each arm would spend its partner's compute in `column`, for every arm that
+    differs from its partner there by more than `tolerance`, at the arm's own per-step rate:
+
+        steps_match = max(1, round(steps_arm x ledger[partner][column] / ledger[arm][column]))
+
+    A ValueError names the arms when the column is not logged by one of a pair (nothing to match)."""
+    out = {}
+    for arm, ref in partners.items():
+        if ref is None:
+            continue
+        a, b = ledger[arm].get(column), ledger[ref].get(column)
+        if a is None or b is None:
+            raise ValueError(f"--equal-compute: no run of {arm if a is None else ref} logs {column}; choose a column "
+                             f"both arms log (the report's compute ledger shows them)")
+        if abs(a - b) > tolerance * abs(b) and a > 0:
+            out[arm] = max(1, round(steps[arm] * b / a))
+    return out
+
+
+def equal_compute_arms(plan: Plan, key: str) -> list[Arm]:
+    """For each arm (not itself an equal-compute arm) whose ledger column `EQUAL_COMPUTE[key]` differs
+    from its partner's by more than 10% in the finished runs, the arm `ARM@equal-KEY`: the same switch at
+    `matched_steps`, so the report pairs it with the same partner at equal compute."""
+    if key not in EQUAL_COMPUTE:
+        raise ValueError(f"--equal-compute {key!r}: use one of {', '.join(EQUAL_COMPUTE)}")
+    runs = _runs(plan)
+    own, paired = [a for a in plan.arms if "@equal-" not in a.name], plan.partners()
+    partners = {a.name: paired[a.name] for a in own if "@equal-" not in (paired[a.name] or "")}
+    ledger = {a.name: ledger_of({s: r.read_metrics() for s, r in runs[a.name].items()},
+                                {s: r.config for s, r in runs[a.name].items()}) for a in own}
+    steps = {a.name: plan.config(a, plan.seeds[0]).steps for a in own}
+    matched = matched_steps(ledger, partners, steps, EQUAL_COMPUTE[key])
+    return [Arm(f"{a.name}@equal-{key}", {**a.overrides, "steps": str(matched[a.name])}) for a in own if a.name in matched]
 
 
 def ledger_warnings(ledger: dict[str, dict], partners: dict[str, str | None], steps: dict[str, int],

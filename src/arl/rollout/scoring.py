@@ -23,3 +23,10 @@ def score_completions(sampler, pairs: Sequence[tuple[Sequence[int], Sequence[int
             raise ValueError(f"score_completions: got {len(scored)} logprobs for {len(c)} completion tokens")
         out.append(scored)
     return out
+
+
+def forward_tokens(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[Sequence[int]]]) -> float:
+    """Tokens another model's forward passes read for these requests, as a compute ledger counts them
+    (`teacher/forward_tokens`, `critic/forward_tokens`): each prompt once with all of its completions
+    (`completions[i]` are prompt i's, which share its cache), sum_i |prompt_i| + sum_k |completion_ik|."""
+    return float(sum(len(p) + sum(len(c) for c in cs) for p, cs in zip(prompts, completions, strict=True)))
