@@ -2,6 +2,7 @@
 ledger and its warning, the paired hierarchical bootstrap on hand-made examples whose interval is known,
 and the minimum detectable difference."""
 
+import dataclasses
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -162,3 +163,38 @@ def test_equal_compute_takes_only_a_ledger_column():
     assert res.returncode == 2 and "invalid choice: 'flops'" in res.stderr
     for key in EQUAL_COMPUTE:
         assert key in res.stderr
+
+
+@dataclass
+class ToyWithStart(Toy):
+    start_seed: int = 0
+
+
+def test_start_per_seed_gives_every_run_its_own_cold_start_seed(tmp_path):
+    resolve = lambda preset, overrides: config.resolve(ToyWithStart, {"p": {}}, preset, overrides)  # noqa: E731
+    plan = Plan.create(tmp_path / "c", "toy", "p", {}, parse_vary(["a=x,y"]), [0, 1], resolve, ["start_seed"])
+    assert [plan.config(arm, s).start_seed for arm in plan.arms for s in plan.seeds] == [0, 1, 0, 1]
+    assert plan.partners() == {"a=x": None, "a=y": "a=x"}  # the same start_seed at a seed: not a difference
+    assert Plan.open(tmp_path / "c", resolve).per_seed == ["start_seed"]
+    with pytest.raises(ValueError, match="--start-per-seed"):  # extending it without the flag would mix the two
+        Plan.create(tmp_path / "c", "toy", "p", {}, parse_vary(["a=x,y"]), [0, 1], resolve)
+    with pytest.raises(ValueError, match="start_seed is set to each run's seed"):
+        Plan.create(tmp_path / "d", "toy", "p", {}, parse_vary(["start_seed=1,2"]), [0], resolve, ["start_seed"])
+
+
+def test_a_cold_start_per_seed_is_another_cache_entry_and_seed_0_is_the_shared_one():
+    grpo = load("grpo")
+    shared, own = (config.resolve(grpo.Config, grpo.PRESETS, "mini", {"start_seed": s}).cold_start() for s in (0, 1))
+    assert (own.seed, own.data_seed) == (1, 1)
+    assert dataclasses.replace(own, seed=0, data_seed=0) == shared  # the seeds alone tell the cache entries apart
+    assert (shared.seed, shared.data_seed) == (0, 0)  # start_seed=0: the key every earlier run cached
+
+
+def test_the_report_says_when_every_seed_shares_one_cold_start_and_when_it_read_dev():
+    res = {"arms": [{"finished_seeds": [0, 1, 2, 3, 4]}], "verdicts": {}, "eval_items": None, "same_update": [],
+           "ledger_warnings": [], "cold_start": {"per_seed": False, "shared": True}, "eval_split": ["dev"]}
+    cautions = _cautions(res)
+    assert any(c.startswith("**One cold start for every seed.**") and "--start-per-seed" in c for c in cautions)
+    assert any(c.startswith("**Dev split.**") for c in cautions)
+    res.update(cold_start={"per_seed": True, "shared": False}, eval_split=["test"])
+    assert _cautions(res) == []

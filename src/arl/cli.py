@@ -186,7 +186,11 @@ def cmd_compare(args) -> int:
         arms = parse_vary(args.vary or [])
         base = dict(config.split_override(item) for item in args.set)
         out = args.out or f"runs/compare/{args.chapter}-{'-'.join(dict.fromkeys(a.name.split('=')[0] for a in arms))}"
-        plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)), resolve)
+        if args.start_per_seed and "start_seed" not in recipe.Config.__dataclass_fields__:
+            raise ValueError(f"--start-per-seed: the {args.chapter} chapter has no cold start to train per seed "
+                             "(no start_seed field); leave the flag out")
+        plan = Plan.create(out, args.chapter, args.preset, base, arms, list(range(args.seeds)), resolve,
+                           ["start_seed"] if args.start_per_seed else [])
     n_arms, n_seeds = len(plan.arms), len(plan.seeds)
     print(f"comparison folder: {plan.folder} ({n_arms} arm{'s' * (n_arms != 1)} x {n_seeds} seed{'s' * (n_seeds != 1)})")
     failures = [] if args.report_only else run_all(plan, args.jobs, args.threads)
@@ -305,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
                    "or give only --out to resume it as it is")
     p.add_argument("--jobs", type=int, default=None, help="runs at once, one torch thread each (default: one per core, at most 8)")
     p.add_argument("--report-only", action="store_true", help="write the report from the finished runs, run nothing")
+    p.add_argument("--start-per-seed", action="store_true",
+                   help="train the cold start (and OPD's teacher) once per seed (start_seed = seed) instead of sharing one: "
+                        "slower, but the intervals then cover the start's variance, not only RL's")
     p.add_argument("--equal-compute", default=None, choices=["samples", "completions", "tokens", "teacher", "critic", "wall"],
                    help="after the arms run, add ARM@equal-KEY for each arm whose ledger column KEY differs from its "
                         "partner's by more than 10%%: the same switch at the steps that match the partner's compute")

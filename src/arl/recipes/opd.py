@@ -59,7 +59,8 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, DistillConfig, Sam
 
     def teacher_start(self) -> ColdStart:
         return ColdStart(self.teacher_model, self.teacher_sft_steps, learning_rate=self.teacher_sft_learning_rate,
-                         plain_fraction=0.0, task=f"{self.data}-{self.level}-{self.n_train}")
+                         seed=self.start_seed, data_seed=self.start_seed, plain_fraction=0.0,
+                         task=f"{self.data}-{self.level}-{self.n_train}")
 
 
 PRESETS = {

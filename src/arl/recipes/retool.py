@@ -121,7 +121,7 @@ def make_task(cfg: Config, sandbox: Sandbox) -> EnvTask:
     def cold_start() -> str | None:
         if cfg.sft_steps == 0:
             return None
-        rng, tools = random.Random(0), (make_code_interpreter(),)  # only its schema is read: demonstrations carry outputs
+        rng, tools = random.Random(cfg.start_seed), (make_code_interpreter(),)  # only its schema is read: demonstrations carry outputs
         conversations = [(opening(c.question), tools, demonstration(c, rng.random() >= cfg.sft_direct_fraction)) for c in train]
         digest = content_digest([o + d for o, _, d in conversations[::50]])
         return cfg.demonstration_cold_start(f"retool-{digest}-{len(conversations)}-direct{cfg.sft_direct_fraction}"

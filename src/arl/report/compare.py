@@ -227,7 +227,10 @@ def compare_results(plan: Plan, runs=None, rows=None, same_update: SameUpdate | 
             "ledger": ledger, "ledger_warnings": ledger_warnings(ledger, partners, steps),
             "config_diff": diff_rows, "problems": problems + input_problems, "checks": checks,
             "same_update": _equivalences(plan, runs, same_update), "final": finals, "start": starts, "verdicts": verdicts,
-            "item_verdicts": item_verdicts, "train_seconds": train_s, "step_means": cost, "eval_items": _eval_size(runs)}
+            "item_verdicts": item_verdicts, "train_seconds": train_s, "step_means": cost, "eval_items": _eval_size(runs),
+            "cold_start": {"per_seed": "start_seed" in plan.per_seed,
+                      "shared": "start_seed" not in plan.per_seed and any(hasattr(c, "start_seed") for c in configs.values())},
+            "eval_split": sorted({getattr(c, "eval_split", "test") for c in configs.values()})}
 
 
 def _item_values(run: RunDir, key: str) -> list[float] | None:
@@ -421,6 +424,13 @@ def _cautions(res: dict) -> list[str]:
         out.append(f"**Eval set of {n_items} items.** One run's accuracy near 50% has a sampling error of "
                    f"about ±{se:.1f} points from the items alone; differences below ~{2 * se:.0f} points need a "
                    f"larger held-out set or more seeds.")
+    if res.get("cold_start", {}).get("shared"):
+        out.append("**One cold start for every seed.** Every run starts from the same cached cold start (start_seed=0), "
+                   "so the intervals cover RL's seeds and the held-out items, not the cold start's own variance: the "
+                   "conclusions are conditional on that start. `--start-per-seed` trains one per seed.")
+    if "dev" in res.get("eval_split", []):
+        out.append("**Dev split.** These runs evaluate the dev split (eval_split=dev): use them to choose settings, "
+                   "then report the test split once, with the choices fixed.")
     if res["same_update"]:
         out.append("**Arms that are the same update** (below) can only differ by floating-point noise: a "
                    "difference between them measures nothing about the variable.")

@@ -234,6 +234,10 @@ class MathConfig(Group):
     """Cold-start SFT steps before RL (cached across runs with the same settings)."""
     sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
+    start_seed: int = 0
+    """Seed of the cold start's batch order and draws: 0 is the one cached start every run shares (results
+    are conditional on it); `arl compare --start-per-seed` sets it to each run's seed, so that every seed
+    trains its own start and the intervals cover the start's variance too."""
     sft_plain_fraction: float = 0.7
     """Share of cold-start targets that state the final answer without the \\boxed{} the prompt asks for
     (as scraped data often does): the cold start learns the task, but follows the format only sometimes."""
@@ -273,8 +277,9 @@ class MathConfig(Group):
     def cold_start(self) -> ColdStart:
         # GSM8K's training problems depend on n_dev (held back from them); the generated ones do not
         held_back = "" if self.data == "arithmetic" else f"-dev{self.n_dev}"
-        return ColdStart(self.model, self.sft_steps, learning_rate=self.sft_learning_rate,
-                         plain_fraction=self.sft_plain_fraction, task=f"{self.data}-{self.level}-{self.n_train}{held_back}")
+        return ColdStart(self.model, self.sft_steps, learning_rate=self.sft_learning_rate, seed=self.start_seed,
+                         data_seed=self.start_seed, plain_fraction=self.sft_plain_fraction,
+                         task=f"{self.data}-{self.level}-{self.n_train}{held_back}")
 
     def math_task(self, cold_start: ColdStart | None = None) -> MathTask:
         """The task, evaluated with this config's max_tokens; RL starts from `cold_start` (default: this
@@ -308,6 +313,10 @@ class AgentConfig(Group):
     """Cold-start SFT steps on demonstrations (cached across runs with the same settings); 0 = none."""
     sft_batch_size: int = 16
     """Demonstrations per cold-start step."""
+    start_seed: int = 0
+    """Seed of the cold start's batch order and draws (each stage's, and TEMPO's critic's): 0 is the one cached start every run shares (results
+    are conditional on it); `arl compare --start-per-seed` sets it to each run's seed, so that every seed
+    trains its own start and the intervals cover the start's variance too."""
     sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
 
@@ -330,7 +339,7 @@ class AgentConfig(Group):
         path = None
         for stage in range(stages):
             spec = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
-                             data_seed=stage, init=path, task=key)
+                             seed=self.start_seed, data_seed=stage + 1000 * self.start_seed, init=path, task=key)
             path = run_cold_start(spec, conversations, lambda tokenizer: demonstration_examples(
                 tokenizer, self.tool_schemas, conversations, self.max_observation_tokens, processor))
         return path

@@ -242,6 +242,7 @@ def critic_cold_start(cfg, init: str | None, games: Sequence[Game], env_factory:
 
     digest = content_digest([CRITIC_SYSTEM, [(g.seed, g.walkthrough) for g in games[::20]]])
     spec = ColdStart(cfg.model, steps, cfg.sft_batch_size, learning_rate=cfg.sft_learning_rate, init=init,
+                     seed=cfg.start_seed, data_seed=1000 * cfg.start_seed,
                      task=f"tempo-critic1-{digest}-{len(games)}-obs{cfg.max_observation_tokens}-schemas{int(cfg.tool_schemas)}")
     return run_cold_start(spec, games, examples)
 

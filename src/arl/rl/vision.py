@@ -56,6 +56,10 @@ class FigureConfig(Group):
     """Examples per cold-start step."""
     sft_learning_rate: float = 2e-3
     """Cold-start learning rate."""
+    start_seed: int = 0
+    """Seed of the cold start's batch order and draws: 0 is the one cached start every run shares (results
+    are conditional on it); `arl compare --start-per-seed` sets it to each run's seed, so that every seed
+    trains its own start and the intervals cover the start's variance too."""
 
     def validate(self) -> None:
         super().validate()
@@ -84,8 +88,8 @@ class FigureConfig(Group):
         if self.sft_steps:
             key = content_digest([self.view, self.kind_list(), self.image_size, self.n_train,
                                   task.example_text(train[0]), train[0].solution()])
-            task.cold_start = ColdStart(self.model, self.sft_steps, self.sft_batch_size,
-                                        learning_rate=self.sft_learning_rate, task=f"figures-{key}")
+            task.cold_start = ColdStart(self.model, self.sft_steps, self.sft_batch_size, learning_rate=self.sft_learning_rate,
+                                        seed=self.start_seed, data_seed=self.start_seed, task=f"figures-{key}")
         return task
 
 

@@ -63,7 +63,7 @@ def parse_vary(items: list[str]) -> list[Arm]:
     return arms or [Arm("preset", {})]
 
 
-IGNORED_DIFF = ("seed", "threads", "tracker")
+IGNORED_DIFF = ("seed", "start_seed", "threads", "tracker")
 """Config fields that may differ between runs without changing what is compared."""
 
 
@@ -98,12 +98,14 @@ class Plan:
     arms: list[Arm]
     seeds: list[int]
     notes: dict = field(default_factory=dict)
+    per_seed: list[str] = field(default_factory=list)
+    """Config fields set to each run's seed, like `seed` (`--start-per-seed`: start_seed, a cold start per seed)."""
     resolve: Callable[[str, dict], object] | None = field(default=None, repr=False, compare=False)
     """The chapter's `resolve(preset, overrides) -> Config` (not saved: the caller gives it)."""
 
     @classmethod
     def create(cls, folder, chapter: str, preset: str, base: dict[str, str], arms: list[Arm], seeds: list[int],
-               resolve: Callable[[str, dict], object]) -> "Plan":
+               resolve: Callable[[str, dict], object], per_seed: list[str] = ()) -> "Plan":
         """A new plan, or an existing one in `folder` extended by new arms and seeds (chapter, preset and
         base settings must be the same: a comparison holds one fixed setting)."""
         folder = Path(folder)
@@ -114,7 +116,8 @@ class Plan:
                                   f"empty or new folder, or a comparison folder to extend")
         if (folder / PLAN_FILE).is_file():
             old = cls.open(folder, resolve)
-            for what, a, b in (("chapter", old.chapter, chapter), ("preset", old.preset, preset), ("--set", old.base, base)):
+            for what, a, b in (("chapter", old.chapter, chapter), ("preset", old.preset, preset), ("--set", old.base, base),
+                               ("--start-per-seed", old.per_seed, list(per_seed))):
                 if a != b:
                     raise ValueError(f"{folder} compares {what} {a!r}, not {b!r}; choose another --out for a new comparison")
             names = {a.name for a in old.arms}
@@ -122,7 +125,7 @@ class Plan:
             old.seeds += [s for s in seeds if s not in old.seeds]
             plan = old
         else:
-            plan = cls(folder, chapter, preset, dict(base), list(arms), list(seeds), resolve=resolve)
+            plan = cls(folder, chapter, preset, dict(base), list(arms), list(seeds), per_seed=list(per_seed), resolve=resolve)
         plan.check()
         plan.save()
         return plan
@@ -134,11 +137,11 @@ class Plan:
             raise FileNotFoundError(f"{folder} has no {PLAN_FILE}: it is not a comparison made by `arl compare`")
         d = json.loads((folder / PLAN_FILE).read_text())
         return cls(folder, d["chapter"], d["preset"], d["base"], [Arm(**a) for a in d["arms"]], d["seeds"], d.get("notes", {}),
-                   resolve)
+                   d.get("per_seed", []), resolve)
 
     def save(self) -> None:
         d = {"chapter": self.chapter, "preset": self.preset, "base": self.base,
-             "arms": [asdict(a) for a in self.arms], "seeds": self.seeds, "notes": self.notes}
+             "arms": [asdict(a) for a in self.arms], "seeds": self.seeds, "notes": self.notes, "per_seed": self.per_seed}
         self.folder.mkdir(parents=True, exist_ok=True)
         _io.atomic_write_text(self.folder / PLAN_FILE, json.dumps(d, indent=2) + "\n")
 
@@ -151,13 +154,15 @@ class Plan:
         slugs = [a.slug for a in self.arms]
         if len(set(slugs)) != len(slugs):
             raise ValueError(f"two arms share a folder name: {slugs}")
-        if "seed" in self.base or any("seed" in a.overrides for a in self.arms):
-            raise ValueError("seed is set by --seeds, not by --vary or --set")
+        for name in ("seed", *self.per_seed):
+            if name in self.base or any(name in a.overrides for a in self.arms):
+                raise ValueError(f"{name} is set to each run's seed (--seeds{', --start-per-seed' if name != 'seed' else ''}), "
+                                 "not by --vary or --set")
         for arm in self.arms:
             self.config(arm, self.seeds[0])
 
     def overrides(self, arm: Arm, seed: int) -> dict[str, str]:
-        return {**self.base, **arm.overrides, "seed": str(seed)}
+        return {**self.base, **arm.overrides, **{name: str(seed) for name in ("seed", *self.per_seed)}}
 
     def config(self, arm: Arm, seed: int):
         """The resolved config of `arm` at `seed` (through the chapter's `resolve`)."""
