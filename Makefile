@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?= auto
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: run test setup lock smoke-rows bench path01 path02 path03 path04 clean
+.PHONY: run test setup lock smoke-rows bench path01 path02 path03 path04 check-notes clean
 
 $(BIN)/arl: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,10 @@ path04: setup
 	$(BIN)/arl compare vision-sft --set time_budget_s=118 --seeds 3 --jobs 2 --out runs/compare/vision-sft
 	$(BIN)/arl --threads 1 compare spec-o3 --vary tool=true,false --seeds 3 --jobs 2 --out runs/compare/spec-o3
 	$(BIN)/arl --threads 1 compare spec-o3-sft --set time_budget_s=540 --seeds 3 --jobs 2 --out runs/compare/spec-o3-sft
+
+# After the path targets: every number of a note's results tables must be in the comparison reports it names
+check-notes: setup
+	$(BIN)/python scripts/check_note_numbers.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
