@@ -151,3 +151,19 @@ def test_draw_visits_every_item_once_per_epoch(n):
     first, second = [draw(items, i) for i in range(n)], [draw(items, n + i) for i in range(n)]
     assert sorted(first) == items and sorted(second) == items and first != second
     assert [draw(items, i) for i in range(n)] == first  # fixed: the same for every run
+
+
+def test_group_metrics_by_hand():
+    """Truncation is the share stopped at max_tokens; entropy is -mean log pi over every sampled token."""
+    import math
+
+    from arl.rl.batch import group_metrics
+    from arl.types import SampledSequence
+
+    seqs = [SampledSequence("stop", [1, 2], [math.log(0.5), math.log(0.25)]),
+            SampledSequence("length", [3, 4, 5], [math.log(0.5)] * 3),
+            SampledSequence("stop", [6], [0.0])]
+    m = group_metrics([[1.0, 0.0, 1.0]], [seqs], [], 1.0, 3.0)
+    assert m["rollout/truncated_frac"] == pytest.approx(1 / 3)
+    assert m["rollout/entropy"] == pytest.approx((math.log(2) + math.log(4) + 3 * math.log(2) + 0.0) / 6)
+    assert m["rollout/len_mean"] == 2.0 and m["reward/mean"] == pytest.approx(2 / 3)

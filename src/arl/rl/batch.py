@@ -82,12 +82,20 @@ def frac_degenerate(rewards_BG: Sequence[Sequence[float]]) -> float:
 
 def group_metrics(rewards_BG, groups, kept: Sequence[Rollout], t_sample: float, t_total: float) -> dict[str, float]:
     """The step metrics every single-turn group chapter logs: rewards, the share of groups without
-    signal, lengths, what was trained, timings."""
+    signal, lengths, the share cut at max_tokens, the sampled tokens' entropy, what was trained, timings.
+
+    `rollout/entropy` = -mean_t log pi(y_t) over every sampled token: the Monte-Carlo estimate of the
+    sampling distribution's per-token entropy (exact in expectation), which clip-higher exists to keep
+    from collapsing (DAPO, Yu et al. 2025, sec. 3.1)."""
     flat = [r for rs in rewards_BG for r in rs]
+    seqs = [s for g in groups for s in g]
+    logps = [x for s in seqs for x in s.logprobs]
     return {
         "reward/mean": sum(flat) / len(flat),
         "reward/frac_degenerate": frac_degenerate(rewards_BG),
-        "rollout/len_mean": sum(len(s.tokens) for seqs in groups for s in seqs) / len(flat),
+        "rollout/len_mean": sum(len(s.tokens) for s in seqs) / len(flat),
+        "rollout/truncated_frac": sum(s.stop_reason == "length" for s in seqs) / len(seqs),
+        "rollout/entropy": -sum(logps) / len(logps) if logps else 0.0,
         "train/datums": float(len(kept)),
         "train/tokens": float(sum(r.trained_tokens() for r in kept)),
         "time/sample": t_sample,
