@@ -23,8 +23,9 @@ setup: $(BIN)/arl
 run: setup
 	$(BIN)/arl run grpo --preset mini
 
+# Two workers, one torch thread each (a second busy process slows a 2-thread torch many times over)
 test: setup
-	$(BIN)/python -m pytest -q
+	ARL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # Refresh constraints.txt to what the venv holds now (after upgrading a dependency on purpose)
 lock: setup
