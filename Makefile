@@ -23,9 +23,8 @@ setup: $(BIN)/arl
 run: setup
 	$(BIN)/arl run grpo --preset mini
 
-# Two workers, one torch thread each (a second busy process slows a 2-thread torch many times over)
 test: setup
-	ARL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q
 
 # Refresh constraints.txt to what the venv holds now (after upgrading a dependency on purpose)
 lock: setup

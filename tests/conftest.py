@@ -49,17 +49,10 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Slow experiments (a chapter's whole `mini` preset) run only with --slow; CI runs their smoke preset.
-
-    Groups for `pytest -n 2 --dist loadgroup` (`make test`): a chapter's tests in tests/test_recipes.py
-    share its smoke run (made once per worker), and tests/test_sandbox.py checks after each test that no
-    process of its uid range is left, which another worker's sandbox test would break."""
+    """Slow experiments (a chapter's whole `mini` preset) run only with --slow; CI runs their smoke preset."""
+    if config.getoption("--slow"):
+        return
     skip = pytest.mark.skip(reason="slow experiment: run with --slow (CI runs the smoke preset)")
     for item in items:
-        if "slow" in item.keywords and not config.getoption("--slow"):
+        if "slow" in item.keywords:
             item.add_marker(skip)
-        chapter = item.callspec.params.get("chapter") if hasattr(item, "callspec") else None
-        if item.path.name == "test_sandbox.py":
-            item.add_marker(pytest.mark.xdist_group("sandbox"))
-        elif item.path.name == "test_recipes.py" and isinstance(chapter, str):
-            item.add_marker(pytest.mark.xdist_group(f"smoke-{chapter}"))
