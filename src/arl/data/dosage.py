@@ -102,6 +102,12 @@ def make_dev(train: list[Problem], test: list[Problem], n_dev: int, seed: int = 
     return draw_problems(random.Random(f"dev-{seed}"), n_dev, seen, f"dose-s{seed}-dev", TEMPLATES)
 
 
+def make_splits(n_train: int, n_dev: int, n_test: int, seed: int = 0) -> dict[str, list[Problem]]:
+    """{"train", "dev", "test"}: `make_split`'s two and `make_dev`'s, disjoint by question text."""
+    train, test = make_split(seed, n_train, n_test)
+    return {"train": train, "dev": make_dev(train, test, n_dev, seed), "test": test}
+
+
 def mixed_into(train: list, doses: list, share: float) -> list:
     """`train` plus enough of `doses` (in order) that the dose problems are `share` of the whole: a
     broad SFT set in which a general model sees a little of the specialist domain."""

@@ -1,26 +1,25 @@
 """Specialist vs general: fit a specialist ability and keep the general one, by on-policy distillation.
 
-The reference lab's medical chapter in mini form. The general model (the base) is the OPD chapter's
-teacher (a 5M model trained to box arithmetic answers) after a short broad SFT in which a tenth of the
-problems are dose problems (`general_mix`). The specialist domain is medication-dose problems
-(`arl.data.dosage`), which need multiplication and division (the arithmetic task has only + and -).
-Stages, each scored on both domains' held-out tests:
+The reference lab's medical chapter in mini form. The general model (the base) is the OPD chapter's teacher (a 5M
+model trained to box arithmetic answers) after a short broad SFT in which a tenth of the problems are dose problems
+(`general_mix`). The specialist domain is medication-dose problems (`arl.data.dosage`), which need multiplication and
+division (the arithmetic task has only + and -). Stages, each scored on both domains' held-out tests:
 
 1. base: the general model.
 2. SFT: the base fine-tuned on the specialist domain's worked solutions. Specialist up; general down.
 3. OPD: the base as student, the SFT model as teacher, specialist prompts (`distill.teacher_advantages`).
 4. SAR-OPD: from OPD's end, OPD on general prompts with the base as teacher (restore what it had).
 5. SFT-SAR-OPD: the same general stage from the SFT model (the specialist gain of SFT, then restore).
-6. IDT-OPD: from the base, interleaved steps: specialist prompts with the SFT teacher and general
-   prompts with the base teacher, `idt_ratio` steps of each per cycle, each domain with its own data
-   cursor (`distill.interleaved_schedule`), one optimizer.
-7. SFT-IDT-OPD: the same interleaved steps from the SFT model: the general steps restore the general
-   domain while the specialist steps hold the student to the SFT teacher on dose prompts.
+6. IDT-OPD: from the base, interleaved steps: specialist prompts with the SFT teacher and general prompts with the
+   base teacher, `idt_ratio` steps of each per cycle, each domain with its own data cursor
+   (`distill.interleaved_schedule`), one optimizer.
+7. SFT-IDT-OPD: the same interleaved steps from the SFT model: the general steps restore the general domain while
+   the specialist steps hold the student to the SFT teacher on dose prompts.
 
     arl run opd-specialist --preset mini [seed=1] [idt_ratio=2:1] [stages=sft-sar-opd,sft-idt-opd]
 
-Outputs: `eval/stages.json` (both domains' accuracy at every stage and checkpoint; `arl.rl.stages`), the
-trade-off plot `plots/tradeoff.png`, per-step metrics namespaced by domain (`specialist/opd/reverse_kl_mean`).
+Outputs: `eval/stages.json` (both domains' accuracy at every stage and checkpoint; `arl.rl.stages`), the trade-off
+plot `plots/tradeoff.png`, per-step metrics namespaced by domain (`specialist/opd/reverse_kl_mean`).
 """
 
 from __future__ import annotations
@@ -57,39 +56,35 @@ class Config(RunConfig, OptimConfig, DistillConfig, SamplingConfig, MathConfig):
     sft_plain_fraction: float = 0.0
     """Share of the general model's SFT targets without \\boxed{} (0: it follows the format)."""
     general_mix: float = 0.1
-    """Share of dose problems in the general model's broad SFT: a general model has seen a little of
-    every domain (without any, the student never samples a `*` on a dose problem and OPD has no
-    token of the teacher's to push up)."""
+    """Share of dose problems in the general model's broad SFT: a general model has seen a little of every domain
+    (without any, the student never samples a `*` on a dose problem and OPD has no token of the teacher's to push up)."""
     general_mix_steps: int = 200
     """Steps of that broad SFT (arithmetic plus the dose share), from the arithmetic model."""
     specialist_sft_steps: int = 200
     """SFT steps of the specialist model (from the general model, on the dose problems)."""
     specialist_sft_seed: int = 0
-    """Seed of the specialist SFT's data order: one specialist teacher, trained once and cached, for
-    every seed of the OPD stages (as the reference lab has one SFT model)."""
+    """Seed of the specialist SFT's data order: one specialist teacher, trained once and cached, for every seed of
+    the OPD stages (as the reference lab has one SFT model)."""
     specialist_sft_learning_rate: float = 2e-3
     """The specialist SFT's learning rate."""
     specialist_n_train: int = 2000
     """Generated specialist (dose) training problems."""
     specialist_n_test: int = 200
     """Held-out specialist problems."""
-    specialist_n_dev: int = 200
-    """Development dose problems (generated beside train and test): the specialist domain's eval_split=dev."""
     steps: int = 50
     """OPD steps of each staged stage (OPD, SAR-OPD's general stage, SFT-SAR-OPD); IDT-OPD runs idt_steps."""
     learning_rate: float = 1e-4
     """Learning rate of the OPD stage and of IDT-OPD."""
     sar_learning_rate: float = 1.5e-4
-    """Learning rate of the stages that restore the general domain: SAR-OPD's general stage,
-    SFT-SAR-OPD and SFT-IDT-OPD (the reference lab uses 5e-6 after 4e-5 on a 4B LoRA; here the SFT
-    model's general answers have far to come back)."""
+    """Learning rate of the stages that restore the general domain: SAR-OPD's general stage, SFT-SAR-OPD and
+    SFT-IDT-OPD (the reference lab uses 5e-6 after 4e-5 on a 4B LoRA; here the SFT model's general answers have far to come back)."""
     idt_ratio: str = "1:1"
     """IDT-OPD's schedule: specialist:general steps per cycle."""
     idt_steps: int = 100
     """Steps in all (both domains) of IDT-OPD and of SFT-IDT-OPD."""
     stages: str = ",".join(STAGES)
-    """The OPD stages to train, comma-separated, in the order given; a stage that starts from another
-    OPD stage (sar-opd from opd) needs it in the list before it."""
+    """The OPD stages to train, comma-separated, in the order given; a stage that starts from another OPD stage
+    (sar-opd from opd) needs it in the list before it."""
     eval_every: int = 25
     """Evaluate both domains every N steps of a stage (and at its end)."""
 
@@ -101,8 +96,6 @@ class Config(RunConfig, OptimConfig, DistillConfig, SamplingConfig, MathConfig):
             raise ValueError(f"general_mix={self.general_mix}: a share of dose problems in [0, 0.5)")
         parse_ratio(self.idt_ratio, DOMAINS)
         parse_stages(self.stages, STAGES)
-        if self.specialist_n_dev < (1 if self.eval_split == "dev" else 0):
-            raise ValueError(f"specialist_n_dev={self.specialist_n_dev}: eval_split=dev needs at least 1 (and never below 0)")
 
     def general_model(self, init: str) -> ColdStart:
         """The broad SFT that makes the general model (the base): arithmetic with a `general_mix` share of dose problems."""
@@ -110,31 +103,27 @@ class Config(RunConfig, OptimConfig, DistillConfig, SamplingConfig, MathConfig):
                          task=f"mix-{self.data}-{self.level}-{self.n_train}-dosage-{self.general_mix}", init=init)
 
     def data_splits(self) -> dict[str, list]:
-        """Both domains' train, dev and test problems (the specialist's under `specialist/`)."""
-        s_train, s_test = dosage.make_split(0, self.specialist_n_train, self.specialist_n_test)
-        specialist = {"train": s_train, "dev": dosage.make_dev(s_train, s_test, self.specialist_n_dev), "test": s_test}
-        return {**super().data_splits(), **{f"specialist/{k}": v for k, v in specialist.items()}}
+        """Both domains' train, dev (n_dev problems each) and test problems, the specialist's under `specialist/`."""
+        dose = dosage.make_splits(self.specialist_n_train, self.n_dev, self.specialist_n_test)
+        return {**super().data_splits(), **{f"specialist/{k}": v for k, v in dose.items()}}
 
     def specialist_sft(self, init: str) -> ColdStart:
         """The specialist SFT: from the general model's weights, on the dose problems (cached)."""
-        return ColdStart(self.model, self.specialist_sft_steps, learning_rate=self.specialist_sft_learning_rate,
-                         seed=self.specialist_sft_seed, data_seed=self.specialist_sft_seed,
-                         task=f"dosage-{self.specialist_n_train}", init=init)
+        return ColdStart(self.model, self.specialist_sft_steps, learning_rate=self.specialist_sft_learning_rate, init=init,
+                         seed=self.specialist_sft_seed, data_seed=self.specialist_sft_seed, task=f"dosage-{self.specialist_n_train}")
 
 
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", sft_steps=2, general_mix_steps=2, specialist_sft_steps=2, steps=2, idt_steps=2,
-                  batch_prompts=2, group_size=2, max_tokens=12, n_train=64, n_test=8, specialist_n_train=64,
-                  specialist_n_test=8, eval_every=1),
+                  batch_prompts=2, group_size=2, max_tokens=12, n_train=64, n_test=8, specialist_n_train=64, specialist_n_test=8, eval_every=1),
     "mini": {},
 }
 
 
 def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     svc = service(cfg, run)
-    splits = cfg.data_splits()  # each domain evaluated on its eval_split (test, or dev while choosing settings)
-    train, test = splits["train"], splits[cfg.eval_split]
-    s_train, s_test = splits["specialist/train"], splits[f"specialist/{cfg.eval_split}"]
+    splits, held = cfg.data_splits(), cfg.eval_split  # each domain's test split, or dev while choosing settings
+    train, test, s_train, s_test = (splits[k] for k in ("train", held, "specialist/train", f"specialist/{held}"))
     tasks = {"specialist": MathTask(s_train, s_test, None, cfg.max_tokens), "general": MathTask(train, test, None, cfg.max_tokens)}
     paths = {"base": run_cold_start(cfg.general_model(run_cold_start(cfg.cold_start(), train)), dosage.mixed_into(train, s_train, cfg.general_mix))}
     paths["sft"] = run_cold_start(cfg.specialist_sft(paths["base"]), s_train)

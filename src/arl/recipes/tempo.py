@@ -1,17 +1,17 @@
 """TEMPO: temporal-difference credit for long text games (the TEMPO blog; the reference lab's 09-tempo).
 
-From a start state (a part-played game, `arl.rl.tempo.MacroState`) N branches play a macro-step of H
-turns; a branch the budget cut off ends in a state whose value V a critic estimates, and
+From a start state (a part-played game, `arl.rl.tempo.MacroState`) N branches play a macro-step of H turns; a branch
+the budget cut off ends in a state whose value V a critic estimates, and
 
     R_n = r_n + V(e_n)  (V = 0 when the branch ended the episode),  G = mean_n R_n,  A_n = R_n - G
 
-(`arl.advantages.tempo_targets`; r_n = 1 if the branch won within the segment). Only the segment's
-policy tokens carry A_n. The critic is the policy's own weights asked for `<value>x</value>` in a prompt
-that shows the game's winning commands (privileged); its K answers at the start state are rewarded
--|V_k - G| (unreadable: -1), trained in the same update as the actor. Endpoints go to a FIFO store later
-steps start from (topped up with fresh games). The first `mc_warmup_steps` steps train the critic alone
-on whole episodes (target: won 0/1). The control, `algorithm=grpo`, is whole-trajectory GRPO (the
-TextWorld chapter's update) from the same cold start; `env/steps` counts the turns played.
+(`arl.advantages.tempo_targets`; r_n = 1 if the branch won within the segment). Only the segment's policy tokens
+carry A_n. The critic is the policy's own weights asked for `<value>x</value>` in a prompt that shows the game's
+winning commands (privileged); its K answers at the start state are rewarded -|V_k - G| (unreadable: -1), trained
+in the same update as the actor. Endpoints go to a FIFO store later steps start from (topped up with fresh games).
+The first `mc_warmup_steps` steps train the critic alone on whole episodes (target: won 0/1). The control,
+`algorithm=grpo`, is whole-trajectory GRPO (the TextWorld chapter's update) from the same cold start; `env/steps`
+counts the turns played (`critic/forward_tokens`, the tokens the critic read).
 
     arl run tempo --preset mini [algorithm=grpo]         # TEMPO, or its control
 """
@@ -138,8 +138,7 @@ def main(cfg: Config, run, resume: bool = False):
         # 3. endpoint values (critic), returns, the TD target G per start state and the actor's advantages
         new = [e for es in ends_BN for e in es if e is not None]
         end_prompts = [critic_prompt(e) for e in new] if cfg.endpoint_samples else []
-        end_seqs_EK, end_values_EK = tempo.sample_critic(sampler, end_prompts, cfg.endpoint_samples, cfg.critic_max_tokens,
-                                                         cfg.temperature, seed, stop, 1) if end_prompts else ([], [])
+        end_seqs_EK, end_values_EK = tempo.sample_critic(sampler, end_prompts, cfg.endpoint_samples, cfg, seed, stop, 1)
         values = iter(tempo.state_value(v) for v in end_values_EK)
         values_BN = [[next(values, 0.0) if e is not None else 0.0 for e in es] for es in ends_BN]
         _, targets_B, adv_BN = zip(*(advantages.tempo_targets(w, v, [e is None for e in es], cfg.adv_scale)
@@ -150,8 +149,7 @@ def main(cfg: Config, run, resume: bool = False):
             (b, w) for s, g, es, ws in zip(starts, groups, envs, won_BN) for t, e, w in zip(g, es, ws)
             for b in tempo.boundary_states(s, t, e.env, cfg.macro_turns)))
         critic_prompts = [critic_prompt(s) for s in judged] if cfg.critic_samples else []
-        seqs_SK, values_SK = tempo.sample_critic(sampler, critic_prompts, cfg.critic_samples, cfg.critic_max_tokens,
-                                                 cfg.temperature, seed, stop) if critic_prompts else ([], [])
+        seqs_SK, values_SK = tempo.sample_critic(sampler, critic_prompts, cfg.critic_samples, cfg, seed, stop)
         critic_adv_SK = [advantages.batch_advantages([advantages.critic_rewards(v, g)])[0][0] for v, g in zip(values_SK, targets_S)]
         t_sample = time.perf_counter() - t0
         # 5. datums: the actor's segments (the start state's tokens are context) and the critic's answers, one update
@@ -165,9 +163,8 @@ def main(cfg: Config, run, resume: bool = False):
             stats.add(mb, fb.result(), client.optim_step(cfg.adam(step)).result())
         # 6. push the new states, log (the critic against Monte-Carlo returns at each evaluation), save the store
         td.store.push(new)
-        critic_read = forward_tokens(end_prompts + critic_prompts, [[s.tokens for s in k] for k in (*end_seqs_EK, *seqs_SK)])
         metrics = {**batch.episode_metrics(groups, COUNTERS, STOP_REASONS), "env/steps": float(td.env_steps),
-                   "critic/forward_tokens": critic_read,
+                   "critic/forward_tokens": forward_tokens(end_prompts + critic_prompts, [[s.tokens for s in k] for k in (*end_seqs_EK, *seqs_SK)]),
                    **tempo.step_metrics(starts, won_BN, ends_BN, adv_BN, end_values_EK, values_SK, targets_S, len(fresh), td.store)}
         last = step + 1 == cfg.steps or 0 < cfg.env_steps <= td.env_steps
         if cfg.critic_samples and held and ((step + 1) % cfg.eval_every == 0 or last):

@@ -192,12 +192,14 @@ def parse_value(text: str) -> float | None:
     return min(max(float(found[-1]), 0.0), 1.0) if found else None
 
 
-def sample_critic(sampler, prompts: Sequence[list[int]], k: int, max_tokens: int, temperature: float, seed: int,
-                  stop: list[str], phase: int = 0) -> tuple[list[list], list[list[float | None]]]:
-    """(k critic answers per prompt, their parsed values), every request in flight at once; prompt i is
-    request `branch_request(CRITIC_TURN + phase, i, 0)` of the step's `seed`."""
+def sample_critic(sampler, prompts: Sequence[list[int]], k: int, cfg, seed: int, stop: list[str],
+                  phase: int = 0) -> tuple[list[list], list[list[float | None]]]:
+    """(k critic answers per prompt, at most `cfg.critic_max_tokens` each at `cfg.temperature`, and their parsed
+    values), every request in flight at once; prompt i is request `branch_request(CRITIC_TURN + phase, i, 0)` of
+    the step's `seed`. No prompts: nothing is sampled."""
     futures = [sampler.sample(ModelInput.from_ints(p), k, SamplingParams(
-        max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed + branch_request(CRITIC_TURN + phase, i, 0)))
+        max_tokens=cfg.critic_max_tokens, temperature=cfg.temperature, stop=stop,
+        seed=seed + branch_request(CRITIC_TURN + phase, i, 0)))
         for i, p in enumerate(prompts)]
     seqs_BK = [f.result().sequences for f in futures]
     return seqs_BK, [[parse_value(s.text) for s in seqs] for seqs in seqs_BK]
@@ -281,7 +283,7 @@ def critic_eval(sampler, states: Sequence[MacroState], games: dict[int, Game], e
             returns[i] = sum(t.metrics.get("won", 0.0) for t in trajectories) / len(trajectories)
         first += len(picked)
     prompts = [chat.prompt(critic_messages(games[s.game], s), ()) for s in states]
-    _, values_BK = sample_critic(sampler, prompts, cfg.critic_samples, cfg.critic_max_tokens, cfg.temperature, seed, stop)
+    _, values_BK = sample_critic(sampler, prompts, cfg.critic_samples, cfg, seed, stop)
     values = [state_value(v) for v in values_BK]
     return {"eval/critic/abs_error": sum(abs(v - r) for v, r in zip(values, returns)) / len(states),
             "eval/critic/value_corr": correlation(values, returns), "eval/critic/mc_return_mean": sum(returns) / len(states)}

@@ -363,7 +363,8 @@ def _uid_lease(first_uid: int, switch_user: bool):
             except BaseException:
                 _sweep_uid(uid)  # the call ended without its launcher's word that everything is gone
                 raise
-            os.ftruncate(fd, 0)
+            finally:
+                os.ftruncate(fd, 0)  # reached on both paths: the uid is clear (a killed trainer never gets here)
         finally:
             os.close(fd)  # releases the lock
         return
