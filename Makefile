@@ -23,8 +23,12 @@ setup: $(BIN)/arl
 run: setup
 	$(BIN)/arl run grpo --preset mini
 
+# Two workers, one torch thread each (a second busy process slows a 2-thread torch many times over); a file's
+# tests stay on one worker (tests/test_recipes.py shares each chapter's smoke run between its tests, and
+# tests/test_sandbox.py checks after each test that no process of its uids is left, which calls of another
+# worker would break)
 test: setup
-	$(BIN)/python -m pytest -q
+	ARL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Refresh constraints.txt to what the venv holds now (after upgrading a dependency on purpose)
 lock: setup
