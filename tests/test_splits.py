@@ -95,3 +95,15 @@ def test_a_bad_eval_split_is_refused_naming_the_field(overrides, message):
     module = load("grpo")
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         resolve(module.Config, module.PRESETS, "smoke", overrides)
+
+
+def test_a_bad_dev_size_names_n_dev():
+    from arl.data import arithmetic, calculation, dosage
+    from arl.data.problem import hold_back
+
+    for make_dev in (arithmetic.make_dev, calculation.make_dev, dosage.make_dev):
+        with pytest.raises(ValueError, match="n_dev must be a non-negative integer, got -1"):
+            make_dev([], [], -1)
+    assert hold_back([1, 2, 3, 4], 1, "train.jsonl") == ([1, 2, 3], [4])
+    with pytest.raises(ValueError, match=r"n_dev=4: train.jsonl has 4 training items; hold back fewer as dev"):
+        hold_back([1, 2, 3, 4], 4, "train.jsonl")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from arl.data.arithmetic import make_dev, make_split
 from arl.data.gsm8k import load_gsm8k, load_gsm8k_cached
-from arl.data.problem import INSTRUCTION, Problem, format_privileged_prompt, format_prompt
+from arl.data.problem import INSTRUCTION, Problem, format_privileged_prompt, format_prompt, hold_back
 
 
 def load_math_task(data: str, level: str, n_train: int, n_test: int,
@@ -20,9 +20,7 @@ def load_math_task(data: str, level: str, n_train: int, n_test: int,
         train, test = load_gsm8k_cached("train"), load_gsm8k_cached("test")[:n_test]
     else:
         train, test = load_gsm8k(data), load_gsm8k(data.replace("train", "test"))[:n_test]
-    if n_dev >= len(train):
-        raise ValueError(f"n_dev={n_dev}: {data} has {len(train)} training problems; hold back fewer as dev")
-    return train[:len(train) - n_dev], train[len(train) - n_dev:], test
+    return (*hold_back(train, n_dev, data), test)
 
 
 __all__ = ["INSTRUCTION", "Problem", "format_privileged_prompt", "format_prompt", "load_gsm8k", "load_gsm8k_cached", "load_math_task", "make_dev", "make_split"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from arl.data.problem import Problem, check_split_sizes
+from arl.data.problem import Problem, check_split_size, check_split_sizes
 
 MAX_VALUE = 199
 
@@ -265,7 +265,7 @@ def make_dev(train: list[Problem], test: list[Problem], n_dev: int, seed: int = 
              level: str = "standard") -> list[Problem]:
     """`n_dev` development problems beside `make_split(seed, ..., level)`'s (train, test): drawn from a
     stream of their own, so neither of those changes, and sharing no question with either."""
-    check_split_sizes(n_dev, 0)
+    check_split_size("n_dev", n_dev)
     prefix = f"arith-s{seed}" if level == "standard" else f"arith-{level}-s{seed}"
     seen = {p.question for p in (*train, *test)}
     return draw_problems(random.Random(f"dev-{seed}"), n_dev, seen, f"{prefix}-dev", LEVELS[level])

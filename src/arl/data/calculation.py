@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from arl.data.problem import check_split_sizes
+from arl.data.problem import check_split_size, check_split_sizes
 from arl.tools.calls import format_tool_call
 
 
@@ -95,7 +95,7 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[l
 def make_dev(train: list[Calculation], test: list[Calculation], n_dev: int, seed: int = 0) -> list[Calculation]:
     """`n_dev` development problems beside `make_split(seed)`'s (train, test): a stream of their own,
     so neither of those changes, sharing no question with either."""
-    check_split_sizes(n_dev, 0)
+    check_split_size("n_dev", n_dev)
     seen = {c.question for c in (*train, *test)}
     return _draw(random.Random(f"dev-{seed}"), n_dev, seen, f"calc-s{seed}-dev")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 
 from arl.data.arithmetic import MAX_VALUE, OutOfRange, Steps, draw_problems
-from arl.data.problem import Problem, check_split_sizes
+from arl.data.problem import Problem, check_split_size, check_split_sizes
 
 
 PATIENTS = ("A patient", "A child", "An adult patient", "A baby", "An older patient")
@@ -97,7 +97,7 @@ def make_split(seed: int = 0, n_train: int = 2000, n_test: int = 200) -> tuple[l
 def make_dev(train: list[Problem], test: list[Problem], n_dev: int, seed: int = 0) -> list[Problem]:
     """`n_dev` development problems beside `make_split(seed)`'s (train, test): a stream of their own,
     so neither of those changes, sharing no question with either."""
-    check_split_sizes(n_dev, 0)
+    check_split_size("n_dev", n_dev)
     seen = {p.question for p in (*train, *test)}
     return draw_problems(random.Random(f"dev-{seed}"), n_dev, seen, f"dose-s{seed}-dev", TEMPLATES)
 

@@ -42,8 +42,21 @@ def format_privileged_prompt(problem: Problem) -> list[dict]:
                                         f"{PRIVILEGED_NOTE}\n{INSTRUCTION}"}]
 
 
+def check_split_size(field: str, value) -> None:
+    """A split's size: a non-negative integer, else a ValueError naming `field`."""
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"{field} must be a non-negative integer, got {value!r}")
+
+
 def check_split_sizes(n_train: int, n_test: int) -> None:
     """The sizes a generated task's `make_split` takes: non-negative integers, else a ValueError naming the field."""
     for field, value in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(value, int) or value < 0:
-            raise ValueError(f"{field} must be a non-negative integer, got {value!r}")
+        check_split_size(field, value)
+
+
+def hold_back(train: list, n_dev: int, source: str) -> tuple[list, list]:
+    """(train without its last `n_dev` items, those items): the dev split of a real data set, held back from
+    its training file `source`."""
+    if n_dev >= len(train):
+        raise ValueError(f"n_dev={n_dev}: {source} has {len(train)} training items; hold back fewer as dev")
+    return train[:len(train) - n_dev], train[len(train) - n_dev:]

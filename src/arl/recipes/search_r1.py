@@ -28,6 +28,7 @@ from pathlib import Path
 from ..coldstart import content_digest
 from ..config import check_eval_split
 from ..data.encyclopedia import demonstration, make_dev, make_encyclopedia
+from ..data.problem import hold_back
 from ..data.qa import load_qa_jsonl
 from ..envs.search_r1 import SearchEnv, opening
 from ..rl import batch, update
@@ -107,9 +108,8 @@ def world(cfg: Config, seed: int = 0) -> tuple[dict[str, list], object]:
     else:
         folder = Path(cfg.data)
         passages, train, test = load_qa_jsonl(folder / "corpus.jsonl", folder / "train.jsonl", folder / "test.jsonl")
-        if cfg.n_dev >= len(train):
-            raise ValueError(f"n_dev={cfg.n_dev}: {folder / 'train.jsonl'} has {len(train)} questions; hold back fewer as dev")
-        train, dev, test = train[:len(train) - cfg.n_dev][:cfg.n_train], train[len(train) - cfg.n_dev:], test[:cfg.n_test]
+        train, dev = hold_back(train, cfg.n_dev, str(folder / "train.jsonl"))
+        train, test = train[:cfg.n_train], test[:cfg.n_test]
     return {"train": train, "dev": dev, "test": test}, search_tool(BM25Index(passages), k=cfg.top_k)
 
 

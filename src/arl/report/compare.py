@@ -220,7 +220,7 @@ def compare_results(plan: Plan, runs=None, rows=None, same_update: SameUpdate | 
     item_verdicts = _item_verdicts(plan, runs, eval_keys[0].removeprefix("eval/"), partners) if eval_keys else {}
     configs = {a.name: plan.config(a, plan.seeds[0]) for a in plan.arms}
     steps = {name: cfg.steps for name, cfg in configs.items() if hasattr(cfg, "steps")}  # for the warnings' matching steps
-    ledger = {arm: ledger_of(by_seed, {s: r.config for s, r in runs[arm].items()}) for arm, by_seed in rows.items()}
+    ledger = _ledgers(runs, rows)
     return {"chapter": plan.chapter, "preset": plan.preset, "base": plan.base, "seeds": plan.seeds,
             "arms": [{"name": a.name, "overrides": a.overrides, "finished_seeds": sorted(runs[a.name]),
                       "partner": partners[a.name]} for a in plan.arms],
@@ -354,11 +354,15 @@ def equal_compute_arms(plan: Plan, key: str) -> list[Arm]:
     runs = _runs(plan)
     own, paired = [a for a in plan.arms if "@equal-" not in a.name], plan.partners()
     partners = {a.name: paired[a.name] for a in own if "@equal-" not in (paired[a.name] or "")}
-    ledger = {a.name: ledger_of({s: r.read_metrics() for s, r in runs[a.name].items()},
-                                {s: r.config for s, r in runs[a.name].items()}) for a in own}
+    ledger = _ledgers(runs, _metrics(runs))
     steps = {a.name: plan.config(a, plan.seeds[0]).steps for a in own}
     matched = matched_steps(ledger, partners, steps, EQUAL_COMPUTE[key])
     return [Arm(f"{a.name}@equal-{key}", {**a.overrides, "steps": str(matched[a.name])}) for a in own if a.name in matched]
+
+
+def _ledgers(runs, rows) -> dict[str, dict[str, float | None]]:
+    """Every arm's `ledger_of` its finished runs (`rows`: their metrics, as `_metrics` reads them)."""
+    return {arm: ledger_of(by_seed, {s: r.config for s, r in runs[arm].items()}) for arm, by_seed in rows.items()}
 
 
 def ledger_warnings(ledger: dict[str, dict], partners: dict[str, str | None], steps: dict[str, int],

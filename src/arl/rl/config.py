@@ -314,9 +314,9 @@ class AgentConfig(Group):
     sft_batch_size: int = 16
     """Demonstrations per cold-start step."""
     start_seed: int = 0
-    """Seed of the cold start's batch order and draws (each stage's, and TEMPO's critic's): 0 is the one cached start every run shares (results
-    are conditional on it); `arl compare --start-per-seed` sets it to each run's seed, so that every seed
-    trains its own start and the intervals cover the start's variance too."""
+    """Seed of the cold start's batch order and draws (each stage's, and TEMPO's critic's): 0 is the one cached
+    start every run shares (results are conditional on it); `arl compare --start-per-seed` sets it to each run's
+    seed, so that every seed trains its own start and the intervals cover the start's variance too."""
     sft_learning_rate: float = 3e-3
     """Cold-start learning rate."""
 
