@@ -44,6 +44,9 @@ STEP_KEYS = {
     "spec-o3": {"reward/mean", "reward/frac_degenerate", "rollout/correct", "rollout/answered", "rollout/tool_calls",
                 "train/tokens", "train/masked_tokens", "time/sample", "eval/macro_f1", "eval/cv/f1"},
     "spec-o3-sft": {"loss/ce", "time/step", "time/trained", "eval/macro_f1", "eval/tool_calls"},
+    "search-r1-sft": {"loss/ce", "time/step", "time/trained", "eval/em", "eval/hop2/em", "eval/tool_calls"},
+    "retool-sft": {"loss/ce", "time/step", "time/trained", "eval/correct", "eval/tool_calls", "eval/sandbox/calls"},
+    "textworld-sft": {"loss/ce", "time/step", "time/trained", "eval/won", "eval/invalid_actions"},
     "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
              "opsd/student_probe_logprob", "reward/mean"},
     "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
@@ -76,7 +79,8 @@ EVALS = {
 }
 """Evaluations a smoke run writes (default: the step-0 one and the summary)."""
 MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd", "tempo", "spec-o3")
-RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "vision-sft", "spec-o3-sft", "jev"})
+RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "vision-sft", "spec-o3-sft", "search-r1-sft", "retool-sft",
+                                     "textworld-sft", "jev"})
 """Chapters that continue a killed run (the others are minutes long and refuse --resume)."""
 
 

@@ -15,26 +15,17 @@ import random
 from dataclasses import asdict, dataclass
 
 from ..rl.config import AgentConfig, RunConfig, defaults
-from ..rl.control import SFTBudget, SFTLoop, finish_control
+from ..rl.control import ContinuedSFT, SFTLoop, finish_control
 from ..rl.session import service
 from ..rl.spec import AGENT_DEFAULTS, SUMMARY_KEYS, SpecConfig, spec_task
 from ..rollout import sft_datum
 from ..track import RunDir
-from ..types import AdamParams
 
 
 @defaults(**AGENT_DEFAULTS, batch_size=16, eval_every=1000)
 @dataclass
-class Config(RunConfig, AgentConfig, SpecConfig, SFTBudget):
+class Config(RunConfig, AgentConfig, SpecConfig, ContinuedSFT):
     """The questions, the episodes' budgets, the cold start it continues, and how long it trains."""
-
-    learning_rate: float = -1.0
-    """AdamW learning rate; -1 = the cold start's (`sft_learning_rate`)."""
-
-    def validate(self) -> None:
-        super().validate()
-        if not self.sft_steps:
-            raise ValueError("sft_steps=0: the control continues a cold start; give it sft_steps > 0")
 
 
 PRESETS = {
@@ -51,9 +42,8 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     task = spec_task(cfg)
     client = svc.create_training_client_from_state_with_optimizer(task.start_weights())
     tok = client.get_tokenizer()
-    lr = cfg.sft_learning_rate if cfg.learning_rate < 0 else cfg.learning_rate
-    adam, rng = AdamParams(learning_rate=lr, weight_decay=0.0, grad_clip_norm=1.0), random.Random(cfg.seed)
-    examples, pad = task.sft_examples(tok, cfg), tok.convert_tokens_to_ids("<|image_pad|>")
+    adam, rng = cfg.sft_adam(), random.Random(cfg.seed)
+    examples, pad = task.sft_examples(tok), tok.convert_tokens_to_ids("<|image_pad|>")
     loop = SFTLoop(cfg, run, lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
                    "spec-o3-sft")
     for _ in loop:  # from the cold start's weights and optimizer state, until the budget is spent

@@ -16,26 +16,21 @@ from dataclasses import asdict, dataclass
 
 from ..config import require_positive
 from ..rl.config import RunConfig
-from ..rl.control import SFTBudget, SFTLoop, finish_control
+from ..rl.control import ContinuedSFT, SFTLoop, finish_control
 from ..rl.session import service
 from ..rl.vision import FigureConfig
 from ..rollout import sft_datum
 from ..track import RunDir
-from ..types import AdamParams
 
 
 @dataclass
-class Config(RunConfig, FigureConfig, SFTBudget):
-    learning_rate: float = -1.0
-    """AdamW learning rate; -1 = the cold start's (`sft_learning_rate`)."""
+class Config(RunConfig, FigureConfig, ContinuedSFT):
     max_tokens: int = 24
     """Max new tokens of the held-out evaluation (Vision GRPO's)."""
 
     def validate(self) -> None:
         super().validate()
         require_positive(self, "max_tokens")
-        if not self.sft_steps:
-            raise ValueError("sft_steps=0: the control continues a cold start; give it sft_steps > 0")
 
 
 PRESETS = {
@@ -51,8 +46,7 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     task = cfg.figure_task(cfg.max_tokens)
     client = svc.create_training_client_from_state_with_optimizer(task.start_weights())
     tok = client.get_tokenizer()
-    lr = cfg.sft_learning_rate if cfg.learning_rate < 0 else cfg.learning_rate
-    adam, rng = AdamParams(learning_rate=lr, weight_decay=0.0, grad_clip_norm=1.0), random.Random(cfg.seed)
+    adam, rng = cfg.sft_adam(), random.Random(cfg.seed)
     examples = task.sft_examples(tok)
     loop = SFTLoop(cfg, run, lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
                    "vision-sft")

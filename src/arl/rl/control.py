@@ -2,9 +2,10 @@
 its own demonstrations for the RL run's wall time, and evaluate it with the RL run's protocol.
 
 If continued SFT for the same wall time gains as much as the RL phase, the reward added nothing the
-demonstrations did not already carry. Each control (`sft`, `vision-sft`, `spec-o3-sft`) writes its own
-loop (datums, forward_backward, optim_step); what they share is here: the budget, the loop's
-bookkeeping (`SFTLoop`: time, evaluations, logs, progress) and the report (`finish_control`).
+demonstrations did not already carry. Each control (`sft`, `search-r1-sft`, `retool-sft`, `textworld-sft`,
+`vision-sft`, `spec-o3-sft`) writes its own loop (datums, forward_backward, optim_step); what they share is
+here: the budget and the continued cold start's optimizer (`ContinuedSFT`), the loop's bookkeeping
+(`SFTLoop`: time, evaluations, logs, progress) and the report (`finish_control`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .. import report
 from ..config import require_positive
 from ..eval import before_after, summary_rows
 from ..track import RunDir, Tracker, progress
+from ..types import AdamParams
 from .config import Group
 
 
@@ -38,6 +40,25 @@ class SFTBudget(Group):
         require_positive(self, "steps", "batch_size", "eval_every")
         if self.time_budget_s < 0:
             raise ValueError(f"time_budget_s={self.time_budget_s}: must be 0 (use steps) or a number of seconds")
+
+
+@dataclass
+class ContinuedSFT(SFTBudget):
+    """A control that continues a chapter's cached cold start (its weights and optimizer state), at the cold
+    start's learning rate unless told otherwise (with the chapter's `AgentConfig` or `FigureConfig`)."""
+
+    learning_rate: float = -1.0
+    """AdamW learning rate; -1 = the cold start's (`sft_learning_rate`)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.sft_steps:
+            raise ValueError("sft_steps=0: the control continues a cold start; give it sft_steps > 0")
+
+    def sft_adam(self) -> AdamParams:
+        """The control's optimizer step: the cold start's (no weight decay, gradient norm clipped at 1)."""
+        lr = self.sft_learning_rate if self.learning_rate < 0 else self.learning_rate
+        return AdamParams(learning_rate=lr, weight_decay=0.0, grad_clip_norm=1.0)
 
 
 class SFTLoop:

@@ -9,6 +9,7 @@ start's stages); `games_task` turns a config into the task: the training games, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from ..coldstart import content_digest, privileged_mask
 from ..config import check_eval_split
@@ -104,26 +105,30 @@ def games_task(cfg, train: list[Game], test: list[Game], env_type=TextWorldEnv, 
     """The games as episodes of `env_type` (a quitting turn is charged for the `max_turns` budget). `cfg` is
     an `AgentConfig` and a `GamesConfig`. The cold start: SFT on every training game's walkthrough as the
     game answers it (the `act` calls and the real observations), in `sft_stages` cached stages; no
-    development or held-out game is shown. A `skill_fraction` of the walkthroughs (drawn per game,
+    development or held-out game is shown (the same walkthroughs are the continued-SFT control's data). A `skill_fraction` of the walkthroughs (drawn per game,
     seeded) open with the game's skill text (`skills_for`) before the system prompt (`privileged_opening`),
     so that the same weights learn to read it (AgentOPSD's teacher). The report's table breaks success down
     by quest lengths 1..`tags`."""
     def env(game: Game) -> TextWorldEnv:
         return env_type(game, cfg.invalid_penalty, cfg.max_turns)
 
+    shown = privileged_mask(train, cfg.skill_fraction)
+
+    @cache
+    def conversations() -> list[tuple]:
+        return [(privileged_opening(opening(g), skills_for(g.walkthrough)) if s else opening(g), e.tools,
+                 walkthrough_messages(e))
+                for g, s in zip(train, shown) for e in [env(g)]]
+
     def cold_start() -> str | None:
         if cfg.sft_steps == 0:
             return None
-        shown = privileged_mask(train, cfg.skill_fraction)
-        conversations = [(privileged_opening(opening(g), skills_for(g.walkthrough)) if s else opening(g), e.tools,
-                          walkthrough_messages(e))
-                         for g, s in zip(train, shown) for e in [env(g)]]
-        digest = content_digest([o + m for o, _, m in conversations[::20]])
+        digest = content_digest([o + m for o, _, m in conversations()[::20]])
         key = f"-skills{sum(shown)}" if any(shown) else ""
-        return cfg.demonstration_cold_start(f"textworld-{digest}-{len(conversations)}-obs{cfg.max_observation_tokens}"
-                                            f"-schemas{int(cfg.tool_schemas)}{key}", conversations, cfg.sft_stages)
+        return cfg.demonstration_cold_start(f"textworld-{digest}-{len(train)}-obs{cfg.max_observation_tokens}"
+                                            f"-schemas{int(cfg.tool_schemas)}{key}", conversations(), cfg.sft_stages)
 
     table = ("won", "steps", "invalid_actions", *(f"quest{n}/won" for n in range(1, tags + 1)))
     return EnvTask(train, test, env, cfg.budgets(), cfg.tool_schemas, describe=game_item, tag=lambda g: f"quest{g.quest_length}",
                    summary_keys=SUMMARY_KEYS, table_keys=table, cold_start=cold_start, counters=COUNTERS,
-                   stop_reasons=STOP_REASONS, prompt_key="objective")
+                   stop_reasons=STOP_REASONS, prompt_key="objective", conversations=conversations)

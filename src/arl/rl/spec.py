@@ -8,12 +8,11 @@ the reference lab's headline, the macro-F1 over the tasks.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
 from .. import models
-from ..coldstart import content_digest, demonstration_examples
+from ..coldstart import content_digest
 from ..config import check_eval_split, comma_list, require_positive
 from ..data import spectra
 from ..envs import format_tool_call
@@ -75,22 +74,7 @@ def demonstration(q: spectra.Question, tool: bool) -> list[dict]:
             {"role": "tool", "content": observation}, answer]
 
 
-@dataclass
-class SpecTask(EnvTask):
-    """The `spec-o3` episodes of the generated questions, with their demonstrations."""
-
-    conversations: Callable[[], list] = list
-    """(opening, tools, messages) per training question (made once, when first asked): what the cold start
-    and the continued-SFT control train on."""
-
-    def sft_examples(self, tokenizer, cfg) -> list[tuple]:
-        """The demonstrations as `coldstart.sft_step` takes them (assistant tokens trained; images, tool
-        output and template masked): the examples of the cold start and of the continued-SFT control."""
-        return demonstration_examples(tokenizer, cfg.tool_schemas, self.conversations(), cfg.max_observation_tokens,
-                                      self.processor)
-
-
-def spec_task(cfg) -> SpecTask:
+def spec_task(cfg) -> EnvTask:
     """The generated questions (split seed 0) as `spec-o3` episodes, and the cold start on their
     demonstrations; `cfg` is a `SpecConfig` and an `AgentConfig`."""
     train, dev, test = spectra.make_split(cfg.n_train, cfg.n_dev, cfg.n_test, tasks=cfg.task_list())
@@ -112,9 +96,9 @@ def spec_task(cfg) -> SpecTask:
                                      [e.prediction for e in envs])
         return {"macro_f1": overall, **{f"{task}/f1": v for task, v in per_task.items()}}
 
-    return SpecTask(train, test if cfg.eval_split == "test" else dev, lambda q: SpecEnv(q, cfg.tool), cfg.budgets(),
-                    cfg.tool_schemas, describe=lambda q: {"question": q.question_text(), "answer": q.answer, "task": q.task,
-                                                          "object": q.spectrum.id},
-                    tag=lambda q: q.task, summary_keys=SUMMARY_KEYS,
-                    cold_start=lambda: cfg.demonstration_cold_start(key, conversations(), processor=processor),
-                    processor=processor, score=score, conversations=conversations)
+    return EnvTask(train, test if cfg.eval_split == "test" else dev, lambda q: SpecEnv(q, cfg.tool), cfg.budgets(),
+                   cfg.tool_schemas, describe=lambda q: {"question": q.question_text(), "answer": q.answer, "task": q.task,
+                                                         "object": q.spectrum.id},
+                   tag=lambda q: q.task, summary_keys=SUMMARY_KEYS,
+                   cold_start=lambda: cfg.demonstration_cold_start(key, conversations(), processor=processor),
+                   processor=processor, score=score, conversations=conversations)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..coldstart import ColdStart, encode_chat, run_cold_start
+from ..coldstart import ColdStart, demonstration_examples, encode_chat, run_cold_start
 from ..data import Problem, format_prompt
 from ..eval import evaluate_boxed
 from ..eval.agent import evaluate_agent
@@ -110,6 +110,9 @@ class EnvTask:
     score: Callable[[Sequence], dict[str, float]] | None = None
     """Scores of the held-out environments once played, beyond the episodes' own metrics (Spec-o3's
     macro-F1 over its tasks); written into the evaluation with the summary."""
+    conversations: Callable[[], list] = list
+    """(opening, tools, messages) per demonstration (made once, when first asked): what the cold start and
+    the continued-SFT control train on; empty for a task without demonstrations."""
     _chats: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -127,6 +130,13 @@ class EnvTask:
     def envs(self, items: Sequence, copies: int = 1) -> list[list]:
         """`copies` fresh environments of each item: a group of branches that share its opening."""
         return [[self.env(x) for _ in range(copies)] for x in items]
+
+    def sft_examples(self, tokenizer) -> list[tuple]:
+        """The demonstrations as `coldstart.sft_step` takes them, laid out as a rollout lays out its tokens
+        (assistant tokens trained; images, observations and template masked): the examples of the cold
+        start and of the continued-SFT control."""
+        return demonstration_examples(tokenizer, self.tool_schemas, self.conversations(), self.budgets.max_observation_tokens,
+                                      self.processor)
 
     def held_out(self, run, step: int, sampler, tokenizer, name: str | None = None) -> dict[str, float]:
         if self.tool_metrics:

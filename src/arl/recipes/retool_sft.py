@@ -1,0 +1,62 @@
+"""ReTool's control: continue the cold start's SFT on the same demonstrations (direct answers and
+tool calls with their outputs, in the cold start's mix), for the RL run's wall time, and evaluate with
+the same held-out protocol (the same problems, sandbox and budgets).
+
+If continued SFT for the GRPO run's wall time solves as many held-out problems, the reward added
+nothing the demonstrations did not already carry. Loss: token-mean cross entropy over the assistant's
+tokens (the interpreter's output and the template are context with weight 0), at the cold start's
+learning rate, from the cold start's weights and optimizer state.
+
+    arl run retool-sft --preset mini time_budget_s=300
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+from ..rl.config import AgentConfig, RunConfig, defaults
+from ..rl.control import ContinuedSFT, SFTLoop, finish_control
+from ..rl.retool import AGENT_DEFAULTS, SUMMARY_KEYS, CalcConfig, retool_task
+from ..rl.session import service
+from ..rollout import sft_datum
+from ..tools.sandbox import Sandbox
+from ..track import RunDir
+
+
+@defaults(**AGENT_DEFAULTS, batch_size=16, eval_every=1000)
+@dataclass
+class Config(RunConfig, AgentConfig, CalcConfig, ContinuedSFT):
+    """The problems, the sandbox, the episodes' budgets, the cold start it continues (ReTool's), and how long
+    it trains."""
+
+
+PRESETS = {
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", time_budget_s=0, steps=2, batch_size=4, max_tokens=24, max_turns=2,
+                  sft_steps=30, n_train=16, n_test=4, eval_every=1),
+    "mini": {},
+}
+
+
+def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
+    if resume:
+        raise ValueError("the SFT control does not resume: it is minutes long, start it again")
+    svc = service(cfg, run)
+    task = retool_task(cfg, Sandbox(cfg.sandbox_config()))
+    client = svc.create_training_client_from_state_with_optimizer(task.start_weights())
+    tok = client.get_tokenizer()
+    adam, rng = cfg.sft_adam(), random.Random(cfg.seed)
+    examples = task.sft_examples(tok)
+    loop = SFTLoop(cfg, run, lambda step: task.held_out(run, step, client.save_weights_and_get_sampling_client(), tok),
+                   "retool-sft")
+    for _ in loop:  # from the cold start's weights and optimizer state, until the budget is spent
+        demos = rng.sample(examples, min(cfg.batch_size, len(examples)))
+        # token-mean cross entropy over the assistant's tokens (mask 1); interpreter output and the template weigh 0
+        n_tokens = sum(sum(mask) for _, _, mask in demos)
+        datums = [sft_datum(prompt, tokens, [m / n_tokens for m in mask]) for prompt, tokens, mask in demos]
+        fb = client.forward_backward(datums, "cross_entropy")
+        client.optim_step(adam).result()
+        loop.end_step(fb.result(), len(datums))
+    finish_control(run, f"ReTool SFT control on {cfg.data}, {cfg.model}", SUMMARY_KEYS, loop.steps, loop.trained_s,
+                   asdict(cfg))
+    return run
