@@ -68,7 +68,19 @@ def test_ledger_sums_logged_compute_and_says_what_is_not_logged():
             1: [{"step": 1, "train/datums": 4.0, "train/tokens": 50.0, "time/step": 3.0}]}
     ledger = ledger_of(rows, {0: {"group_size": 4}, 1: {"group_size": 4}})
     assert ledger == {"samples drawn": 20.0, "completions trained": 9.0, "tokens trained": 120.0,
-                      "teacher forward tokens": None, "critic forward tokens": None, "wall time (s)": 3.0}
+                      "teacher forward tokens": None, "critic forward tokens": None, "wall time (s)": 3.0,
+                      "teacher training (s)": None}
+
+
+def test_ledger_counts_the_teacher_training_against_opd_and_warns_against_its_reward_control():
+    opd = {0: [{"step": 0, "time/teacher_sft": 300.0}, {"step": 1, "train/datums": 8.0, "time/step": 2.0}]}
+    control = {0: [{"step": 0, "time/teacher_sft": 0.0}, {"step": 1, "train/datums": 8.0, "time/step": 2.0}]}
+    ledger = {"signal=teacher": ledger_of(opd, {0: {}}), "signal=reward": ledger_of(control, {0: {}})}
+    assert ledger["signal=teacher"]["teacher training (s)"] == 300.0 and ledger["signal=teacher"]["wall time (s)"] == 2.0
+    warnings = ledger_warnings(ledger, {"signal=teacher": None, "signal=reward": "signal=teacher"},
+                               {"signal=teacher": 25, "signal=reward": 25})
+    assert warnings == ["signal=reward and its partner signal=teacher differ in teacher training (s): 0 against 300 (-100%); "
+                        "the difference between them is not the switch alone"]
 
 
 def test_ledger_counts_samples_drawn_from_the_config_without_dynamic_sampling():
@@ -86,7 +98,7 @@ def test_forward_tokens_reads_each_prompt_once_and_every_completion_token():
 
 def test_ledger_warns_when_partners_differ_by_more_than_ten_percent():
     base = {"samples drawn": None, "completions trained": 100.0, "tokens trained": 1000.0,
-            "teacher forward tokens": None, "critic forward tokens": None, "wall time (s)": 10.0}
+            "teacher forward tokens": None, "critic forward tokens": None, "wall time (s)": 10.0, "teacher training (s)": None}
     ledger = {"ref": base, "dyn": {**base, "completions trained": 129.0, "wall time (s)": 10.9},
               "other": {**base, "tokens trained": 1200.0}}
     warnings = ledger_warnings(ledger, {"ref": None, "dyn": "ref", "other": None}, {"ref": 25, "dyn": 25, "other": 25})

@@ -105,3 +105,16 @@ def test_privileged_cold_start_examples_show_the_solution():
     spec = ColdStart("arl/tiny-qwen3-0.5m", 10)
     assert spec.key() == ColdStart("arl/tiny-qwen3-0.5m", 10, privileged_fraction=0.0, init=None).key()
     assert spec.key() != ColdStart("arl/tiny-qwen3-0.5m", 10, privileged_fraction=0.5).key()
+
+
+def test_a_cold_start_records_how_long_its_sft_took():
+    """The teacher's training time enters OPD's compute ledger: it is written beside the cached state."""
+    from arl.coldstart import ColdStart, run_cold_start, training_seconds
+    from arl.data import make_split
+
+    train, _ = make_split(0, 16, 0, "small")
+    spec = ColdStart("arl/tiny-qwen3-0.5m", 2, batch_size=4, task="timing-probe")
+    assert training_seconds(spec) is None
+    run_cold_start(spec, train)
+    assert 0 < training_seconds(spec) < 600
+    assert training_seconds(ColdStart("arl/tiny-qwen3-0.5m", 3, batch_size=4, task="timing-probe")) is None

@@ -9,10 +9,12 @@ import fcntl
 import hashlib
 import json
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from . import checkpoints
+from . import atomic, checkpoints
 from . import settings as arl_settings
 from .client import ServiceClient
 from .data import Problem, format_privileged_prompt, format_prompt
@@ -157,7 +159,22 @@ def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[o
     return uri
 
 
+def _timing_file(spec: ColdStart) -> Path:
+    return checkpoints.resolve(checkpoints.make_uri(f"coldstart-{spec.key()}", "training_state", "final")).parent.parent \
+        / "training.json"
+
+
+def training_seconds(spec: ColdStart) -> float | None:
+    """Wall seconds the cached cold start's SFT steps took when it was trained (a teacher's cost in a
+    comparison's compute ledger); None for one trained before the time was recorded."""
+    try:
+        return float(json.loads(_timing_file(spec).read_text())["seconds"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _train_cold_start(spec: ColdStart, run_name: str, train: Sequence, build_examples) -> None:
+    t0 = time.perf_counter()
     service = ServiceClient(run_name=run_name)
     if spec.init is None:
         client = service.create_full_training_client(spec.model, seed=spec.seed)
@@ -177,3 +194,4 @@ def _train_cold_start(spec: ColdStart, run_name: str, train: Sequence, build_exa
             bar.update()
             bar.set_metrics({"loss": out.result().metrics["loss:sum"]})
     client.save_state("final", overwrite=True).result()  # rebuilding a cache entry that failed to load
+    atomic.write_bytes(_timing_file(spec), json.dumps({"steps": spec.steps, "seconds": time.perf_counter() - t0}).encode())

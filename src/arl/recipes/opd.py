@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import advantages
-from ..coldstart import ColdStart, run_cold_start
+from ..coldstart import ColdStart, run_cold_start, training_seconds
 from ..distill import teacher_advantages
 from ..rewards import boxed_reward
 from ..rl import batch, update
@@ -84,7 +84,10 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
     teacher = session.service.create_sampling_client(
         base_model=cfg.teacher_model, model_path=run_cold_start(cfg.teacher_start(), task.train) if cfg.teacher_sft_steps else None)
     if session.start == 0:  # the teacher's own held-out score, under the same protocol (eval/teacher.json)
-        run.log_metrics(0, {"eval/teacher/accuracy": session.held_out(0, teacher, "teacher")["eval/accuracy"]})
+        # the teacher's SFT is OPD's cost (the compute ledger's), not the reward control's, which only logs its distance
+        made = training_seconds(cfg.teacher_start()) if cfg.teacher_sft_steps else 0.0
+        cost = {} if made is None else {"time/teacher_sft": made if cfg.signal == "teacher" else 0.0}
+        run.log_metrics(0, {"eval/teacher/accuracy": session.held_out(0, teacher, "teacher")["eval/accuracy"], **cost})
     for step in session.steps("opd", shown=("opd/reverse_kl_mean", "reward/mean")):
         t0, stats = time.perf_counter(), update.StepStats(loss)
         # 1. the student samples

@@ -289,12 +289,15 @@ def verdict_line(name: str, v: dict) -> str:
 
 LEDGER = (("samples drawn", "sampling/candidate_groups"), ("completions trained", "train/datums"),
           ("tokens trained", "train/tokens"), ("teacher forward tokens", "teacher/forward_tokens"),
-          ("critic forward tokens", "critic/forward_tokens"), ("wall time (s)", "time/step"))
+          ("critic forward tokens", "critic/forward_tokens"), ("wall time (s)", "time/step"),
+          ("teacher training (s)", "time/teacher_sft"))
 """The compute ledger's columns and the logged metric each one sums over a run's steps (a multi-domain
 run logs DOMAIN/KEY too). Samples drawn: candidate groups x group_size where dynamic sampling draws more
 groups than it trains (DAPO logs them), else batch_prompts x group_size per trained step, from the run's
 config. Teacher forward tokens: OPD, OPSD, the specialist chapter and AgentOPSD (every prompt and
-completion the teacher scored); critic forward tokens: TEMPO (the critic's prompts and sampled values)."""
+completion the teacher scored); critic forward tokens: TEMPO (the critic's prompts and sampled values);
+teacher training: the seconds of the SFT that made OPD's teacher, logged once by an OPD run whose signal is
+the teacher (the reward control uses the teacher only to log its distance)."""
 
 
 def ledger_of(rows_by_seed: dict[int, list[dict]], config_by_seed: dict[int, dict]) -> dict[str, float | None]:
