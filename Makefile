@@ -57,22 +57,35 @@ path01: setup
 	    --out runs/compare/grpo-drgrpo-kl
 
 # The results of path 02's chapter notes (opd, opd-specialist, opsd): four comparisons of 3 seeds, about
-# 60 minutes on 2 cores once the SFT models are cached in ~/.cache/arl (about 95 the first time); rerun to resume.
+# 60 minutes on 2 cores once the SFT models are cached in ~/.cache/arl (about 95 the first time), then OPD against
+# its GRPO control at the GRPO chapter's group size (8; the ledger counts the teacher's training) and OPSD's
+# continued-SFT control for the OPSD runs' wall time (not yet timed); rerun to resume.
+WALL = $(BIN)/python scripts/ledger_value.py
 path02: setup
 	$(BIN)/arl compare opd --vary signal=teacher,reward --seeds 3 --out runs/compare/opd
+	$(BIN)/arl compare opd --set group_size=8 --vary signal=teacher,reward --seeds 3 --out runs/compare/opd-g8
 	$(BIN)/arl compare opd-specialist --seeds 3 --out runs/compare/opd-specialist
 	$(BIN)/arl compare opsd --seeds 3 --out runs/compare/opsd
 	$(BIN)/arl compare opd-specialist --seeds 3 --set stages=sft-idt-opd --set idt_steps=200 \
 	    --out runs/compare/opd-specialist-sft-idt
+	$(BIN)/arl compare sft --set sft_privileged_fraction=0.5 --set time_budget_s=$$($(WALL) runs/compare/opsd "wall time (s)") \
+	    --seeds 3 --out runs/compare/opsd-sft
 
 # The results of path 03's chapter notes (search-r1, retool, textworld): the mini presets over 3 seeds,
 # about 40 minutes on 2 cores for search-r1 once its cold start is cached in ~/.cache/arl (15 more the
 # first time), about 15 for retool (18 more the first time) and 7 for textworld (about 25 more the first
-# time: games and cold start) at 1 thread; rerun to resume.
+# time: games and cold start) at 1 thread; then each chapter's continued-SFT control for its RL runs' wall time (the
+# ledger's; as long again); rerun to resume.
 path03: setup
 	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
 	$(BIN)/arl --threads 1 compare retool --seeds 3 --jobs 1 --out runs/compare/retool
 	$(BIN)/arl --threads 1 compare textworld --seeds 3 --jobs 1 --out runs/compare/textworld
+	$(BIN)/arl compare search-r1-sft --set time_budget_s=$$($(WALL) runs/compare/search-r1 "wall time (s)") --seeds 3 \
+	    --out runs/compare/search-r1-sft
+	$(BIN)/arl --threads 1 compare retool-sft --set time_budget_s=$$($(WALL) runs/compare/retool "wall time (s)") --seeds 3 \
+	    --jobs 1 --out runs/compare/retool-sft
+	$(BIN)/arl --threads 1 compare textworld-sft --set time_budget_s=$$($(WALL) runs/compare/textworld "wall time (s)") \
+	    --seeds 3 --jobs 1 --out runs/compare/textworld-sft
 
 # The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
 # about 20 minutes on 2 cores; rerun to resume.
