@@ -45,13 +45,16 @@ bench: setup
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_grpo_trl.py
 
-# The results of path 01's chapter notes (losses, dapo, gspo): four comparisons, about 100 minutes on
-# 2 cores; rerun to resume. Each note names the comparison its tables come from.
+# The results of path 01's chapter notes (losses, dapo, gspo): five comparisons, about 100 minutes on
+# 2 cores plus DAPO's long-answer regime (runs/compare/dapo-long); rerun to resume. Each note names the
+# comparison its tables come from.
 path01: setup
 	test -f runs/losses/mini/eval/summary.json || $(BIN)/arl run losses --preset mini --out runs --name mini
 	$(BIN)/arl compare grpo --vary loss_fn=importance_sampling,ppo,cispo --seeds 3 --out runs/compare/grpo-losses
 	$(BIN)/arl compare dapo --set algorithm=grpo --vary algorithm=grpo,dapo --vary clip_high_threshold=1.28 \
 	    --vary dynamic_sampling=true --vary normalizer=token_mean --vary overlong_cache=10 --seeds 3 --out runs/compare/dapo
+	$(BIN)/arl compare dapo --preset long --set algorithm=grpo --vary algorithm=grpo,dapo --vary clip_high_threshold=1.28 \
+	    --vary dynamic_sampling=true --vary normalizer=token_mean --vary overlong_cache=10 --seeds 3 --out runs/compare/dapo-long
 	$(BIN)/arl compare gspo --vary ratio_level=token,sequence --vary minibatches=1 --seeds 3 --out runs/compare/gspo
 	$(BIN)/arl compare grpo --vary normalizer=token_mean,constant --vary kl_coef=0.05 --seeds 3 \
 	    --out runs/compare/grpo-drgrpo-kl

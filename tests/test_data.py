@@ -159,6 +159,23 @@ def test_chain_level_needs_two_or_three_steps_on_numbers_below_ten():
     assert make_split(seed=0, n_train=500, n_test=50, level="chain") == (train, test)
 
 
+def test_long_level_writes_half_the_small_solutions_out_clause_by_clause():
+    train, test = make_split(seed=0, n_train=400, n_test=50, level="long")
+    verbose = [p for p in train if not p.solution[0].isdigit()]
+    assert 150 < len(verbose) < 250
+    for p in verbose:
+        opening, *steps, last = p.solution.splitlines()
+        assert p.question.startswith(opening) and last == f"The answer is \\boxed{{{p.answer}}}"
+        assert 1 <= len(steps) <= 2 and all(line.startswith("Then ") for line in steps[1:])
+        for line in steps:  # "<the question's clause>, so a op b = r."
+            clause, _, equation = line.partition(", so ")
+            a, op, b, _, result = equation.rstrip(".").split()
+            assert clause.split(" ", 2)[-1] in p.question or clause in p.question
+            assert 0 <= int(result) == (int(a) + int(b) if op == "+" else int(a) - int(b))
+    assert not {p.question for p in train} & {p.question for p in test}
+    assert make_split(seed=0, n_train=400, n_test=50, level="long") == (train, test)
+
+
 def test_cold_start_targets_drop_the_box_for_a_plain_share():
     train, _ = make_split(seed=0, n_train=400, n_test=0, level="small")
     assert sft_targets(train, 0.0) == [p.solution for p in train]

@@ -219,10 +219,26 @@ def _chain(rng: random.Random, steps: Steps) -> tuple[str, int]:
     return _small_inventory(rng, steps, n_steps=(2, 3), start_max=15, operand_max=9, capped_loss=True)
 
 
+def _long_answers(rng: random.Random, steps: Steps) -> tuple[str, int]:
+    """A `small` problem (1-2 steps of + and -) whose worked solution, for half the problems (drawn per
+    problem), restates the question clause by clause before each equation: answers of about 20 or about 50
+    tokens, so that a tight token budget truncates the long ones (DAPO's regime: uneven lengths, truncation)."""
+    question, answer = _small_inventory(rng, steps)
+    if rng.random() < 0.5:
+        opening, _, rest = question.partition(". ")
+        pronoun, _, first = rest.rpartition(". How many")[0].partition(" ")
+        clauses = first.split(", then ")
+        steps.lines = [f"{opening}."] + [f"{'Then ' + pronoun.lower() if i else pronoun} {clause}, so {line}."
+                                         for i, (clause, line) in enumerate(zip(clauses, steps.lines))]
+    return question, answer
+
+
 TEMPLATES = (_inventory, _shopping, _comparison, _rate, _containers)
-LEVELS = {"standard": TEMPLATES, "small": (_small_inventory,), "chain": (_chain,)}
+LEVELS = {"standard": TEMPLATES, "small": (_small_inventory,), "chain": (_chain,), "long": (_long_answers,)}
 """`standard`: all templates, 2-4 steps; `small`: 1-2 steps on small numbers; `chain`: 2-3 steps on
-numbers below 10 (the mini chapters' level: tiny models learn its facts, but only by writing the steps)."""
+numbers below 10 (the mini chapters' level: tiny models learn its facts, but only by writing the steps);
+`long`: `small` with half the solutions written out clause by clause, long and uneven enough for a tight
+budget to truncate (the DAPO regime)."""
 
 
 def draw_problems(rng: random.Random, n: int, seen: set[str], id_prefix: str, templates=TEMPLATES) -> list[Problem]:
