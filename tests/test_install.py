@@ -109,8 +109,8 @@ def test_a_chapter_without_its_extra_names_it_before_its_run_folder(bare_env, tm
 
 def test_every_chapter_that_needs_textworld_or_bm25s_says_so():
     """NEEDS lists each chapter whose code reaches the extras' packages: the TextWorld games (through
-    `arl.data.textworld_games`) or the BM25 index (`arl.tools.search.BM25Index`)."""
-    reaches = {"textworld": ("envs.textworld", "rl.games", "textworld_games"), "search": ("BM25Index",)}
+    `arl.data.textworld_games`) or the BM25 index (`arl.tools.search.BM25Index`, through `arl.rl.search`)."""
+    reaches = {"textworld": ("envs.textworld", "rl.games", "textworld_games"), "search": ("BM25Index", "rl.search")}
     for chapter, (module, _) in CHAPTERS.items():
         text = (ROOT / "src" / Path(*module.split("."))).with_suffix(".py").read_text()
         for extra, marks in reaches.items():
