@@ -54,7 +54,8 @@ path01: setup
 	$(BIN)/arl compare dapo --set algorithm=grpo --vary algorithm=grpo,dapo --vary clip_high_threshold=1.28 \
 	    --vary dynamic_sampling=true --vary normalizer=token_mean --vary overlong_cache=10 --seeds 3 --out runs/compare/dapo
 	$(BIN)/arl compare dapo --preset long --set algorithm=grpo --vary algorithm=grpo,dapo --vary clip_high_threshold=1.28 \
-	    --vary dynamic_sampling=true --vary normalizer=token_mean --vary overlong_cache=10 --seeds 3 --out runs/compare/dapo-long
+	    --vary dynamic_sampling=true --vary normalizer=token_mean --vary overlong_cache=10 --seeds 3 --equal-compute completions \
+	    --out runs/compare/dapo-long
 	$(BIN)/arl compare gspo --vary ratio_level=token,sequence --vary minibatches=1 --seeds 3 --out runs/compare/gspo
 	$(BIN)/arl compare grpo --vary normalizer=token_mean,constant --vary kl_coef=0.05 --seeds 3 \
 	    --out runs/compare/grpo-drgrpo-kl
