@@ -145,7 +145,7 @@ def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[o
     them, since it is what tells their cache entry apart."""
     run_name = f"coldstart-{spec.key()}"
     uri = checkpoints.make_uri(run_name, "training_state", "final")
-    lock_file = checkpoints.resolve(uri).parent.parent / "training.lock"
+    lock_file = _cache_folder(run_name) / "training.lock"
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "w") as lock:
         # one process trains a cold start at a time; the others (parallel arms of a comparison) wait, then load it
@@ -159,16 +159,16 @@ def run_cold_start(spec: ColdStart, train: Sequence, build_examples: Callable[[o
     return uri
 
 
-def _timing_file(spec: ColdStart) -> Path:
-    return checkpoints.resolve(checkpoints.make_uri(f"coldstart-{spec.key()}", "training_state", "final")).parent.parent \
-        / "training.json"
+def _cache_folder(run_name: str) -> Path:
+    """The cached cold start's folder: its training state, its lock and the record of its training time."""
+    return checkpoints.resolve(checkpoints.make_uri(run_name, "training_state", "final")).parent.parent
 
 
 def training_seconds(spec: ColdStart) -> float | None:
     """Wall seconds the cached cold start's SFT steps took when it was trained (a teacher's cost in a
     comparison's compute ledger); None for one trained before the time was recorded."""
     try:
-        return float(json.loads(_timing_file(spec).read_text())["seconds"])
+        return float(json.loads((_cache_folder(f"coldstart-{spec.key()}") / "training.json").read_text())["seconds"])
     except (OSError, ValueError, KeyError):
         return None
 
@@ -194,4 +194,5 @@ def _train_cold_start(spec: ColdStart, run_name: str, train: Sequence, build_exa
             bar.update()
             bar.set_metrics({"loss": out.result().metrics["loss:sum"]})
     client.save_state("final", overwrite=True).result()  # rebuilding a cache entry that failed to load
-    atomic.write_bytes(_timing_file(spec), json.dumps({"steps": spec.steps, "seconds": time.perf_counter() - t0}).encode())
+    atomic.write_bytes(_cache_folder(run_name) / "training.json",
+                       json.dumps({"steps": spec.steps, "seconds": time.perf_counter() - t0}).encode())
