@@ -91,16 +91,16 @@ path03: setup
 	$(BIN)/arl --threads 1 compare textworld-sft --set time_budget_s=$$($(WALL) runs/compare/textworld "wall time (s)") \
 	    --seeds 3 --jobs 1 --out runs/compare/textworld-sft
 
-# The results of path 04's Jev note: the mini preset over seeds 0-2 (base, trained, trained + T per split),
-# about 20 minutes on 2 cores; rerun to resume.
-# Path 04: Jev, then the long-horizon comparisons (TEMPO against whole-trajectory GRPO at equal environment steps,
+# Path 04: Jev from its cold start (a stand-in for a pretrained model) and from random weights, over seeds 0-2
+# (base, trained, trained + T per split), and its SFT control (the answers written out) for Jev's wall time; then the long-horizon comparisons (TEMPO against whole-trajectory GRPO at equal environment steps,
 # AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games; then Vision GRPO's
 # views (image, blank, text: about 35 minutes with the three cold starts, 15 once cached) and its continued-SFT
 # control for the image runs' training time (about 10 minutes); Spec-o3 with and without the tool (about 35 minutes
 # with the two cold starts, 12 once cached) and its continued-SFT control for the tool runs' wall time (about 15
 # minutes); rerun to resume.
 path04: setup
-	$(BIN)/arl compare jev --seeds 3 --out runs/compare/jev
+	$(BIN)/arl compare jev --vary sft_steps=150,0 --seeds 3 --out runs/compare/jev
+	$(BIN)/arl compare jev-sft --set time_budget_s=$$($(WALL) runs/compare/jev "wall time (s)") --seeds 3 --out runs/compare/jev-sft
 	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 2 --out runs/compare/tempo
 	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 --jobs 2 --out runs/compare/agent-opsd
 	$(BIN)/arl compare vision-grpo --vary view=image,blank,text --seeds 3 --jobs 2 --out runs/compare/vision-grpo

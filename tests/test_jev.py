@@ -9,10 +9,13 @@ import pytest
 import torch
 
 from arl.data.decisions import Question, Record, check_disjoint, load_record, make_splits, state_hash
-from arl.decide import DecisionFormat, decide, decision_datum, encode_record, read_logprobs
+from arl.decide import (
+    DecisionFormat, decide, decision_datum, encode_record, read_logprobs, read_written, written_example,
+)
 from arl.eval.calibration import (
     brier, calibration_metrics, confidence_correct, ece, fit_temperature, nll, reliability_bins, restricted_softmax,
 )
+from arl.rollout import marker_datum
 from conftest import TINY
 
 RECORD = Record("r1", "ticket", "Ticket from Ada (pro plan, via chat): the app crashes when I open it.", (
@@ -154,6 +157,18 @@ def test_a_bad_record_file_names_the_field(tmp_path):
         load_record(f)
 
 
+def test_the_written_example_puts_each_answer_where_its_marker_was(tokenizer):
+    fmt = DecisionFormat.for_tokenizer(tokenizer)
+    prompt, completion = written_example(tokenizer, fmt, RECORD)
+    marked, positions = encode_record(tokenizer, fmt, RECORD)
+    assert completion[-1] == tokenizer.eos_token_id
+    written = prompt + completion[:-1]
+    assert len(written) == len(marked) and written[:len(prompt)] == marked[:len(prompt)]
+    # the sequences differ exactly at the markers, where the written one holds the answers' symbols (B, N, 2)
+    assert [i for i, (a, b) in enumerate(zip(written, marked)) if a != b] == positions
+    assert tokenizer.decode([written[p] for p in positions]) == "BN2"
+
+
 # -- tier 4: one forward pass reads every question ---------------------------------------------------
 
 def test_reading_takes_one_forward_pass_and_matches_the_trainer(service, tokenizer):
@@ -176,3 +191,28 @@ def test_reading_takes_one_forward_pass_and_matches_the_trainer(service, tokeniz
     assert all(sum(d.probs.values()) == pytest.approx(1.0) for d in decisions)
     assert decisions[1].p_yes == decisions[1].probs["yes"]
     assert 1 <= decisions[2].expected_score <= 5
+
+
+def test_written_reading_answers_each_question_after_its_own_earlier_answers(service, tokenizer):
+    client = service.create_full_training_client(TINY, seed=0)
+    sampler = client.save_weights_and_get_sampling_client()
+    fmt = DecisionFormat.for_tokenizer(tokenizer)
+    before = dict(sampler.get_usage())
+    (per_q,), missing = read_written(sampler, tokenizer, fmt, [RECORD], topk=0)
+    assert sampler.get_usage()["requests"] - before["requests"] == len(RECORD.questions)  # one pass per question
+    assert missing == 0
+    (marked,), _ = read_logprobs(sampler, tokenizer, fmt, [RECORD], topk=0)
+    assert per_q[0] == pytest.approx(marked[0], abs=1e-4)  # nothing is written before the first question
+
+    def trainer_logp(first: str) -> float:
+        """The trainer's logprob of the second question's gold symbol after `first` written as the first answer."""
+        tokens, positions = encode_record(tokenizer, fmt, RECORD, [first])
+        gold = fmt.symbol_ids[RECORD.questions[1].answer]
+        out = client.forward([marker_datum(tokens, [positions[1]], [gold])], "cross_entropy").result()
+        return float(out.loss_fn_outputs[0]["logprobs"].to_torch()[positions[1] - 1])
+
+    own = RECORD.questions[0].labels()[int(np.argmax(per_q[0]))]
+    other = next(lb for lb in RECORD.questions[0].labels() if lb != own)
+    gold_index = RECORD.questions[1].labels().index(RECORD.questions[1].answer)
+    assert per_q[1][gold_index] == pytest.approx(trainer_logp(own), abs=1e-4)  # after its own answer
+    assert per_q[1][gold_index] != pytest.approx(trainer_logp(other), abs=1e-4)  # which the reading depends on

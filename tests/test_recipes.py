@@ -48,6 +48,7 @@ STEP_KEYS = {
     "opsd": {"opd/reverse_kl_mean", "opd/teacher_logprob_mean", "opsd/teacher_probe_logprob",
              "opsd/student_probe_logprob", "reward/mean"},
     "jev": {"loss/ce", "train/questions", "time/step", "eval/dev/accuracy", "eval/dev/ece"},
+    "jev-sft": {"loss/ce", "time/step", "time/trained", "eval/dev/accuracy", "eval/dev/ece"},
     "opd-specialist": {"specialist/opd/reverse_kl_mean", "specialist/reward/mean", "specialist/loss/sum",
                        "train/specialist_step"},
     "search-r1": {"reward/mean", "reward/frac_degenerate", "rollout/turns", "rollout/no_tool_rate", "train/tokens",
@@ -74,6 +75,7 @@ EVALS = {
                        "sft-idt-opd-specialist-0002", "stages", "summary"},
     "losses": {"summary"},  # the Loss Functions chapter replays a batch; it trains no policy to evaluate
     "jev": {"step-0000", "step-0002", "calibration", "stages", "summary"},  # base, trained, trained + T per split
+    "jev-sft": {"step-0000", "step-0002", "stages", "summary"},
 }
 """Evaluations a smoke run writes (default: the step-0 one and the summary)."""
 MULTI_TURN = ("search-r1", "retool", "textworld", "agent-opsd", "tempo", "spec-o3")

@@ -17,7 +17,7 @@ from arl.recipes import CHAPTERS
 from arl.track import RunDir
 
 RESUMABLE = sorted(set(CHAPTERS) - {"losses", "sft", "vision-sft", "spec-o3-sft", "search-r1-sft", "retool-sft",
-                                     "textworld-sft", "jev"})
+                                     "textworld-sft", "jev", "jev-sft"})
 """Chapters that continue a killed run (the others are minutes long and refuse --resume)."""
 
 

@@ -75,16 +75,27 @@ def prompt_messages(record: Record) -> list[dict]:
     return [{"role": "user", "content": "\n".join(lines)}]
 
 
-def encode_record(tokenizer, fmt: DecisionFormat, record: Record) -> tuple[list[int], list[int]]:
-    """(tokens of prompt + skeleton, the position of each question's marker in them)."""
+def encode_record(tokenizer, fmt: DecisionFormat, record: Record, written: Sequence[str] = ()) -> tuple[list[int], list[int]]:
+    """(tokens of prompt + skeleton, the position of each question's marker in them). The first
+    `len(written)` questions carry those labels' symbols in place of their markers: answers written out."""
     tokens = tokenizer.apply_chat_template(prompt_messages(record), add_generation_prompt=True, tokenize=True,
                                            return_dict=False)
     positions = []
-    for q in record.questions:
+    for i, q in enumerate(record.questions):
         tokens = tokens + tokenizer.encode(f"{q.name}: ", add_special_tokens=False)
         positions.append(len(tokens))
-        tokens = tokens + [fmt.marker_id] + tokenizer.encode("\n", add_special_tokens=False)
+        tokens = tokens + [fmt.symbol_ids[written[i]] if i < len(written) else fmt.marker_id] \
+            + tokenizer.encode("\n", add_special_tokens=False)
     return tokens, positions
+
+
+def written_example(tokenizer, fmt: DecisionFormat, record: Record) -> tuple[list[int], list[int]]:
+    """(prompt tokens, completion tokens ending with end-of-turn): the record's answers written out, one
+    line per question, as ordinary SFT trains a model to write them (`sft_step`'s example)."""
+    prompt = tokenizer.apply_chat_template(prompt_messages(record), add_generation_prompt=True, tokenize=True,
+                                           return_dict=False)
+    tokens, _ = encode_record(tokenizer, fmt, record, [q.answer for q in record.questions])
+    return prompt, tokens[len(prompt):] + [tokenizer.eos_token_id]
 
 
 def decision_datum(tokenizer, fmt: DecisionFormat, record: Record, weight: float = 1.0) -> Datum:
@@ -111,14 +122,10 @@ def read_logprobs(sampler, tokenizer, fmt: DecisionFormat, records: Sequence[Rec
     candidates that were outside the top K). One forward pass per record, all records submitted
     together so the engine batches them. `topk` = 0 asks for the whole vocabulary: exact, but the
     engine then returns V logprobs per position, which costs far more than the forward pass."""
-    k = topk or len(tokenizer)
-    params = SamplingParams(max_tokens=1, temperature=0.0, seed=0)
     encoded = [encode_record(tokenizer, fmt, r) for r in records]
-    futures = [sampler.sample(ModelInput.from_ints(tokens), 1, params, topk_prompt_logprobs=k, return_text=False)
-               for tokens, _ in encoded]
+    topk_RL = _prompt_topk(sampler, [tokens for tokens, _ in encoded], topk or len(tokenizer))
     out, missing, total = [], 0, 0
-    for record, (_, positions), future in zip(records, encoded, futures):
-        topk_L = future.result().topk_prompt_logprobs
+    for record, (_, positions), topk_L in zip(records, encoded, topk_RL):
         per_question = []
         for q, p in zip(record.questions, positions):
             logp_C, n_missing = candidate_logprobs(topk_L[p], fmt.candidate_ids(q))
@@ -126,6 +133,34 @@ def read_logprobs(sampler, tokenizer, fmt: DecisionFormat, records: Sequence[Rec
             missing, total = missing + n_missing, total + len(logp_C)
         out.append(per_question)
     return out, missing / max(total, 1)
+
+
+def read_written(sampler, tokenizer, fmt: DecisionFormat, records: Sequence[Record],
+                 topk: int = 64) -> tuple[list[list[list[float]]], float]:
+    """As `read_logprobs`, read the way a model that writes its answers answers: question i after its own
+    answers (each earlier question's most likely candidate) written out in place of the markers before
+    it, so a wrong early answer is in the context of the later ones. One forward pass per question."""
+    out, written, missing, total = [[] for _ in records], [[] for _ in records], 0, 0
+    for i in range(max(len(r.questions) for r in records)):
+        todo = [j for j, r in enumerate(records) if i < len(r.questions)]
+        encoded = [encode_record(tokenizer, fmt, records[j], written[j]) for j in todo]
+        # the distribution at question i's marker sees only the tokens before it: the rest is not sent
+        topk_RL = _prompt_topk(sampler, [tokens[:positions[i] + 1] for tokens, positions in encoded], topk or len(tokenizer))
+        for j, (_, positions), topk_L in zip(todo, encoded, topk_RL):
+            q = records[j].questions[i]
+            logp_C, n_missing = candidate_logprobs(topk_L[positions[i]], fmt.candidate_ids(q))
+            out[j].append(logp_C)
+            written[j].append(q.labels()[int(np.argmax(logp_C))])
+            missing, total = missing + n_missing, total + len(logp_C)
+    return out, missing / max(total, 1)
+
+
+def _prompt_topk(sampler, sequences: Sequence[list[int]], k: int) -> list[list]:
+    """Each sequence's top-`k` prompt logprobs per position, all submitted together so the engine batches them."""
+    params = SamplingParams(max_tokens=1, temperature=0.0, seed=0)
+    futures = [sampler.sample(ModelInput.from_ints(tokens), 1, params, topk_prompt_logprobs=k, return_text=False)
+               for tokens in sequences]
+    return [f.result().topk_prompt_logprobs for f in futures]
 
 
 @dataclass

@@ -27,6 +27,7 @@ CHAPTERS = {
     "spec-o3": ("arl.recipes.spec_o3", "04 Spec-o3: vet a spectrum image for a rare class, zooming with a tool that returns images; SFT on demonstrations, then multi-turn GRPO (control: no tool)"),
     "spec-o3-sft": ("arl.recipes.spec_o3_sft", "04 Spec-o3's control: continued SFT on the tool-using demonstrations for the same wall time"),
     "jev": ("arl.recipes.jev", "04 Jev: fixed-option decisions from one forward pass, with calibrated confidence"),
+    "jev-sft": ("arl.recipes.jev_sft", "04 Jev's control: continued SFT on the answers written out, read as written, for the same wall time"),
     "sft": ("arl.recipes.sft", "01 GRPO's (and OPSD's) control: continued SFT from the same cold start for the same wall time"),
     "search-r1-sft": ("arl.recipes.search_r1_sft", "03 Search-R1's control: continued SFT on the gold search demonstrations for the same wall time"),
     "retool-sft": ("arl.recipes.retool_sft", "03 ReTool's control: continued SFT on the cold start's direct and tool-call demonstrations for the same wall time"),
