@@ -72,7 +72,7 @@ path02: setup
 	$(BIN)/arl compare opsd --seeds 3 --out runs/compare/opsd
 	$(BIN)/arl compare opd-specialist --seeds 3 --set stages=sft-idt-opd --set idt_steps=200 \
 	    --out runs/compare/opd-specialist-sft-idt
-	$(BIN)/arl compare sft --set sft_privileged_fraction=0.5 --set time_budget_s=$$($(WALL) runs/compare/opsd "wall time (s)") \
+	b=$$($(WALL) runs/compare/opsd "wall time (s)") && $(BIN)/arl compare sft --set sft_privileged_fraction=0.5 --set time_budget_s=$$b \
 	    --seeds 3 --out runs/compare/opsd-sft
 
 # The results of path 03's chapter notes (search-r1, retool, textworld): the mini presets over 3 seeds,
@@ -84,11 +84,11 @@ path03: setup
 	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
 	$(BIN)/arl --threads 1 compare retool --seeds 3 --jobs 1 --out runs/compare/retool
 	$(BIN)/arl --threads 1 compare textworld --seeds 3 --jobs 1 --out runs/compare/textworld
-	$(BIN)/arl compare search-r1-sft --set time_budget_s=$$($(WALL) runs/compare/search-r1 "wall time (s)") --seeds 3 \
+	b=$$($(WALL) runs/compare/search-r1 "wall time (s)") && $(BIN)/arl compare search-r1-sft --set time_budget_s=$$b --seeds 3 \
 	    --out runs/compare/search-r1-sft
-	$(BIN)/arl --threads 1 compare retool-sft --set time_budget_s=$$($(WALL) runs/compare/retool "wall time (s)") --seeds 3 \
+	b=$$($(WALL) runs/compare/retool "wall time (s)") && $(BIN)/arl --threads 1 compare retool-sft --set time_budget_s=$$b --seeds 3 \
 	    --jobs 1 --out runs/compare/retool-sft
-	$(BIN)/arl --threads 1 compare textworld-sft --set time_budget_s=$$($(WALL) runs/compare/textworld "wall time (s)") \
+	b=$$($(WALL) runs/compare/textworld "wall time (s)") && $(BIN)/arl --threads 1 compare textworld-sft --set time_budget_s=$$b \
 	    --seeds 3 --jobs 1 --out runs/compare/textworld-sft
 
 # Path 04: Jev from its cold start (a stand-in for a pretrained model) and from random weights, over seeds 0-2
@@ -100,7 +100,7 @@ path03: setup
 # minutes); rerun to resume.
 path04: setup
 	$(BIN)/arl compare jev --vary sft_steps=150,0 --seeds 3 --out runs/compare/jev
-	$(BIN)/arl compare jev-sft --set time_budget_s=$$($(WALL) runs/compare/jev "wall time (s)") --seeds 3 --out runs/compare/jev-sft
+	b=$$($(WALL) runs/compare/jev "wall time (s)") && $(BIN)/arl compare jev-sft --set time_budget_s=$$b --seeds 3 --out runs/compare/jev-sft
 	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 2 --out runs/compare/tempo
 	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 --jobs 2 --out runs/compare/agent-opsd
 	$(BIN)/arl compare vision-grpo --vary view=image,blank,text --seeds 3 --jobs 2 --out runs/compare/vision-grpo
