@@ -45,9 +45,10 @@ bench: setup
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_grpo_trl.py
 
-# The results of path 01's chapter notes (losses, dapo, gspo): five comparisons, about 100 minutes on
-# 2 cores plus DAPO's long-answer regime (runs/compare/dapo-long); rerun to resume. Each note names the
-# comparison its tables come from.
+# The results of path 01's chapter notes (grpo, losses, dapo, gspo): five comparisons, about 100 minutes on
+# 2 cores, plus DAPO's long-answer regime (runs/compare/dapo-long), GRPO's SFT control for its wall time (same
+# and clean labels) and its cold start and learning-rate arms; rerun to resume. Each note names the comparison
+# its tables come from.
 path01: setup
 	test -f runs/losses/mini/eval/summary.json || $(BIN)/arl run losses --preset mini --out runs --name mini
 	$(BIN)/arl compare grpo --vary loss_fn=importance_sampling,ppo,cispo --seeds 3 --out runs/compare/grpo-losses
@@ -59,6 +60,9 @@ path01: setup
 	$(BIN)/arl compare gspo --vary ratio_level=token,sequence --vary minibatches=1 --seeds 3 --out runs/compare/gspo
 	$(BIN)/arl compare grpo --vary normalizer=token_mean,constant --vary kl_coef=0.05 --seeds 3 \
 	    --out runs/compare/grpo-drgrpo-kl
+	b=$$($(WALL) runs/compare/grpo-losses "wall time (s)") && $(BIN)/arl compare sft --set time_budget_s=$$b \
+	    --vary plain_fraction=-1,0 --seeds 3 --out runs/compare/grpo-sft
+	$(BIN)/arl compare grpo --vary sft_plain_fraction=0.7,0 --vary learning_rate=0.001 --seeds 3 --out runs/compare/grpo-start-lr
 
 # The results of path 02's chapter notes (opd, opd-specialist, opsd): four comparisons of 3 seeds, about
 # 60 minutes on 2 cores once the SFT models are cached in ~/.cache/arl (about 95 the first time), then OPD against
