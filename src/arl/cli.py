@@ -104,6 +104,16 @@ def check_names(cfg) -> None:
         check_kind(cfg.tracker)
 
 
+def cmd_path(args) -> int:
+    from pathlib import Path
+
+    from .path import path_text, questions_text
+    from .recipes import CHAPTERS
+
+    print(questions_text() if args.questions else path_text(CHAPTERS, Path(args.runs)))
+    return 0
+
+
 def cmd_run(args) -> int:
     """Resolve the config (failing before any work on a bad key or value), then run the chapter."""
     from dataclasses import asdict
@@ -287,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_models)
     p = sub.add_parser("list", help="list the chapters")
     p.set_defaults(fn=cmd_list)
+    p = sub.add_parser("path", help="the learning path: four stops, their chapters and key questions, and which "
+                       "chapters have runs here (--questions: enter through a question)")
+    p.add_argument("--runs", default="runs", help="where to look for run folders (default runs)")
+    p.add_argument("--questions", action="store_true", help="the learner questions, each with its chapter, "
+                   "experiment, figure and expected outcome")
+    p.set_defaults(fn=cmd_path)
     p = sub.add_parser("run", help="run a chapter: arl run CHAPTER [--preset smoke|mini|full] [key=value ...]",
                        add_help=False)
     p.add_argument("chapter")
