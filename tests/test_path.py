@@ -15,6 +15,11 @@ def test_every_chapter_is_on_the_path_once():
     assert sorted(listed) == sorted(CHAPTERS)
 
 
+def test_the_key_questions_are_the_home_pages():
+    home = (DOCS / "index.md").read_text()
+    assert all(f"| {stop.question} |" in home for stop in STOPS)
+
+
 def test_every_question_points_to_a_chapter_note_and_figure_that_exist():
     for q in QUESTIONS:
         assert q.chapter in CHAPTERS, q.text

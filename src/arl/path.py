@@ -16,21 +16,22 @@ class Stop:
     number: str
     title: str
     question: str
-    """The key question of the stop (of a direction, for stop 04's three)."""
+    """The key question of the stop (of a direction, for stop 04's three), as docs/index.md's path table has it."""
     chapters: tuple[str, ...]
     """Reading order; a chapter's control (`sft`, `jev-sft`, ...) is listed with the chapter it controls."""
 
 
 STOPS = (
     Stop("01", "Understand a policy update",
-         "What do log probabilities, importance ratios and advantages do in one update, and what do DAPO's and "
-         "GSPO's changes to it change?",
+         "How do log probabilities, importance ratios and advantages become a policy update, and what do dynamic "
+         "sampling, clipping and a sequence-level objective change in it?",
          ("losses", "grpo", "sft", "dapo", "gspo")),
     Stop("02", "Turn teacher feedback into a learning signal",
-         "What does a teacher's per-token score give that a reward does not, and at what cost?",
+         "How do a teacher's token-level scores on the student's own samples become a learning signal?",
          ("opd", "opd-specialist", "opsd")),
     Stop("03", "Let a model interact with the world",
-         "How do observations enter the context, and how does training tell the model's actions from them?",
+         "How are multi-turn trajectories stored, how do observations enter the context, and how does training "
+         "tell the model's actions from observations?",
          ("search-r1", "search-r1-sft", "retool", "retool-sft", "textworld", "textworld-sft")),
     Stop("04a", "Multimodal tool use",
          "How do images and tool outputs enter a training trajectory together?",
