@@ -52,15 +52,24 @@ def _adv_style(adv: float, scale: float) -> str:
     return f' style="background: rgba({rgb},{alpha:.2f})"'
 
 
-def _token_spans(pieces: list[str], source: str, tokens: list[int], logprobs: list[float], adv: float, scale: float) -> str:
+def _peak(adv: float | list[float]) -> float:
+    """The largest |advantage| of a row: one number, or one per token (on-policy distillation logs a list)."""
+    return max((abs(float(a)) for a in adv), default=0.0) if isinstance(adv, list) else abs(float(adv))
+
+
+def _token_spans(pieces: list[str], source: str, tokens: list[int], logprobs: list[float], adv: float | list[float],
+                 scale: float) -> str:
+    """`adv`: the turn's advantage, or one per policy token of the turn (in order)."""
     out = []
+    policy_adv = iter(adv) if isinstance(adv, list) else None
     for i, (piece, s, tok, lp) in enumerate(zip(pieces, source, tokens, logprobs)):
+        a = (next(policy_adv, 0.0) if s == "A" else 0.0) if policy_adv is not None else adv
         # a newline shows as ↵; only the last of a run of newline tokens also breaks the line
         run_goes_on = i + 1 < len(pieces) and pieces[i + 1].strip("\n") == "" and pieces[i + 1] != ""
         text = html.escape(piece.replace("\n", "↵") + ("\n" if piece.endswith("\n") and not run_goes_on else ""))
-        tip = f"id {tok} · {SOURCES[s]}" + (f" · logprob {lp:.3f} · advantage {adv:.3g}" if s == "A" else " · not trained")
-        cls = f"tok {s}" + (" zero" if s == "A" and adv == 0 else "")
-        out.append(f'<span class="{cls}" title="{html.escape(tip)}"{_adv_style(adv, scale) if s == "A" else ""}>{text}</span>')
+        tip = f"id {tok} · {SOURCES[s]}" + (f" · logprob {lp:.3f} · advantage {a:.3g}" if s == "A" else " · not trained")
+        cls = f"tok {s}" + (" zero" if s == "A" and a == 0 else "")
+        out.append(f'<span class="{cls}" title="{html.escape(tip)}"{_adv_style(a, scale) if s == "A" else ""}>{text}</span>')
     return "".join(out)
 
 
@@ -101,10 +110,11 @@ def as_trajectory(row: dict, encode) -> dict:
 
 
 def _trajectory(row: dict, decode, scale: float, index: int, trained: bool, run: RunDir) -> str:
-    adv = float(row.get("advantage", 0.0))
+    adv = row.get("advantage", 0.0)  # a number, or one per completion token (on-policy distillation)
     keys = ("step", "group", "hops", "figure", "kind", "answer", "reward", "advantage", "stop_reason") if trained \
         else ("hops", "id", "kind", "answer", "reward", "stop_reason")
-    head = [f"#{index}"] + [f"{k} {fmt(row[k])}" for k in keys if k in row]
+    head = [f"#{index}"] + [f"{k} {fmt(row[k])}" if not isinstance(row[k], list) else
+                            f"{k} per token (mean {fmt(sum(row[k]) / max(len(row[k]), 1))})" for k in keys if k in row]
     parts = [f'<div class="head">{html.escape(" · ".join(head))}</div>']
     if "question" in row:
         parts.append(f'<div><b>{html.escape(row["question"])}</b> — gold: {html.escape(", ".join(row.get("answers", [])))}</div>')
@@ -174,7 +184,7 @@ def write_trajectories(run_dir, step: int | None = None, eval_name: str | None =
     totals = token_totals(rows, trained)
     all_tokens = sum(totals.values())
     shown = [r for r in rows if group is None or r.get("group") == group][:limit]
-    scale = max((abs(float(r.get("advantage", 0.0))) for r in rows), default=0.0)
+    scale = max((_peak(r.get("advantage", 0.0)) for r in rows), default=0.0)
     legend = ('<p class="legend"><span class="tok A" style="background: rgba(26,127,55,.5)">policy, A &gt; 0</span>'
               '<span class="tok A" style="background: rgba(207,34,46,.5)">policy, A &lt; 0</span>'
               '<span class="tok A zero">policy, A = 0</span><span class="tok O">observation</span>'
