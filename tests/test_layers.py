@@ -22,7 +22,7 @@ LAYERS = [
     {"client", "envs", "export"},
     {"rollout", "serve"},
     {"eval", "track", "coldstart"},
-    {"report", "decide", "distill"},
+    {"report", "decide", "distill", "path", "audit"},
     {"rl"},
     {"recipes"},
     {"cli"},

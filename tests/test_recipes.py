@@ -5,6 +5,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -193,6 +194,19 @@ def test_multi_turn_rows_and_their_token_page(chapter, smoke_run):
     assert page.returncode == 0 and (run.path / f"show-step-{last:04d}.html").is_file(), page.stderr[-3000:]
 
 
+@pytest.mark.parametrize("chapter", ["opd", "opsd"])
+def test_show_colours_each_token_by_its_own_advantage_in_distillation(chapter, smoke_run):
+    """On-policy distillation logs one advantage per completion token: `arl show` draws each token with its own."""
+    run, _, _ = smoke_run(chapter)
+    row = run.read_rollouts(2)[0]
+    assert isinstance(row["advantage"], list) and len(row["advantage"]) == len(row["tokens"])
+    page = arl_cli("show", str(run.path), "--step", "2")
+    assert page.returncode == 0, page.stderr[-3000:]
+    html = (run.path / "show-step-0002.html").read_text()
+    assert f"advantage {row['advantage'][0]:.3g}" in html and f"advantage {row['advantage'][-1]:.3g}" in html
+    assert "advantage per token (mean" in html
+
+
 def test_spec_o3_rows_name_the_prompt_and_tool_images(smoke_run):
     """A Spec-o3 episode that zoomed carries its full-view image and the tool's window, both stored in the
     run folder; the held-out evaluation reports the macro-F1 and each task's F1."""
@@ -335,3 +349,50 @@ def test_multimodal_configs_name_the_bad_field(chapter, override, message):
     recipe = load(chapter)
     with pytest.raises(ValueError, match=re.escape(message)):
         config.resolve(recipe.Config, recipe.PRESETS, "mini", [override])
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_audit_answers_the_four_questions_from_the_run(chapter, smoke_run):
+    """`arl audit` on the chapter's smoke run: every answer is drawn from that run (its rollouts, metrics, config
+    and evaluation), and the same answers end its report.html."""
+    from arl.audit import SIGNALS, audit
+
+    run, _, _ = smoke_run(chapter)
+    a = audit(run, load(chapter))
+    assert SIGNALS[chapter].source in a.reward[0]
+    rollouts = [json.loads(line) for line in run.rollouts_file.read_text().splitlines()] if run.rollouts_file.is_file() else []
+    scored = [r for r in rollouts if isinstance(r.get("reward"), (int, float))]
+    assert (f"- {len(scored)} scored samples;" in a.reward[1]) if scored else "no scored samples" in a.reward[1]
+    metrics = run.read_metrics()
+    for key in ("train/tokens", "train/datums", "train/questions"):
+        values = [m[key] for m in metrics if key in m]
+        if values:
+            assert any(f"(`{key}`, summed over" in line and line.endswith(f": {sum(values):.0f}") for line in a.tokens), key
+    if rollouts and "train/tokens" in metrics[1] and all("advantage" in r for r in rollouts):
+        # the tokens the rollouts say were trained are the tokens the trainer counted
+        trained = next(line for line in a.tokens if "with a non-zero advantage:" in line)
+        total = sum(m.get("train/tokens", 0) for m in metrics)
+        if any(k.startswith("critic/") for k in metrics[1]):  # TEMPO's update also trains its critic's answers
+            assert 0 <= int(trained.rsplit(": ", 1)[1]) <= total and "critic's value answers" in "".join(a.tokens)
+        else:
+            assert trained.endswith(f": {total:.0f}"), trained
+    assert a.change[0].startswith("- Nearest preset: `smoke`; against it: no field differs")
+    names = sorted(n for n in run.eval_names() if n.startswith("step-"))
+    items = next((run.read_eval(n)["items"] for n in reversed(names) if run.read_eval(n).get("items")), None)
+    assert any(line.startswith(f"- Held-out items: {len(items)};") for line in a.controls) if items else \
+        any("lists no items" in line for line in a.controls)
+    assert '<section id="audit">' in run.report_file.read_text()
+
+
+def test_audit_names_the_fields_a_run_changed(smoke_run, tmp_path):
+    from arl.audit import audit
+
+    run, _, _ = smoke_run("grpo")
+    copy = tmp_path / "grpo" / "changed"
+    shutil.copytree(run.path, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "learning_rate": 0.5}))
+    changed = RunDir.open(copy)
+    assert f"`learning_rate`: {config['learning_rate']!r} -> 0.5" in audit(changed, load("grpo")).change[0]
+    assert audit(changed, load("grpo"), baseline=run).change[0] == f"- Against the baseline run {run.path}: `learning_rate`: " \
+        f"{config['learning_rate']!r} -> 0.5."

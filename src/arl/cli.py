@@ -139,6 +139,9 @@ def cmd_run(args) -> int:
         run = RunDir.create(args.out or "runs", args.chapter, args.name, asdict(cfg))
         print(f"run folder: {run.path}")
     recipe.main(cfg, run, resume=bool(args.resume))
+    from .audit import add_to_report
+
+    add_to_report(run, recipe)  # the four questions, answered from the finished run's own data
     print(f"report: {run.report_file}")
     return 0
 
@@ -240,6 +243,23 @@ def cmd_decide(args) -> int:
     return 0
 
 
+def cmd_audit(args) -> int:
+    """Answer the four questions for a run folder from its own data."""
+    from .audit import audit
+    from .recipes import load
+    from .track import RunDir
+    from .track.rundir import NotARunError
+
+    try:
+        run = RunDir.open(args.run)
+        baseline = RunDir.open(args.baseline) if args.baseline else None
+    except (NotARunError, FileNotFoundError) as e:
+        print(f"arl audit: {e}", file=sys.stderr)
+        return 2
+    print(audit(run, load(run.chapter), baseline).markdown(run))
+    return 0
+
+
 def cmd_show(args) -> int:
     """Write the token-level HTML page of a run's multi-turn trajectories."""
     from .report.trajectories import write_trajectories
@@ -338,6 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=None, help="T of the softmax (default: the run's fitted T, else 1)")
     p.add_argument("--topk", type=int, default=64, help="top-K prompt logprobs read at each marker (0 = whole vocabulary)")
     p.set_defaults(fn=cmd_decide)
+    p = sub.add_parser("audit", help="answer the four questions for a run: where the reward comes from, which tokens "
+                       "carried gradient, what the run changed, which controls are missing")
+    p.add_argument("run", help="a run folder (runs/CHAPTER/NAME)")
+    p.add_argument("--baseline", default=None, metavar="RUN_DIR", help="diff the config against this run instead of "
+                   "the chapter's nearest preset")
+    p.set_defaults(fn=cmd_audit)
     p = sub.add_parser("show", help="an HTML page of a run's trajectories, each token coloured by who produced it")
     p.add_argument("run", help="run folder, e.g. runs/search-r1/NAME")
     p.add_argument("--step", type=int, default=None, help="training step whose rollouts to show (default: the last)")

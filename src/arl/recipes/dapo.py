@@ -131,7 +131,9 @@ def main(cfg: Config, run: RunDir, resume: bool = False) -> RunDir:
         # 6. log, with what dynamic sampling cost (rewards and degeneracy of the step's own B prompts)
         metrics = {**stats.metrics(), **batch.group_metrics(rewards_BG[:B], groups[:B], kept, t_sample, time.perf_counter() - t0),
                    **_sampling_metrics(cfg, problems, groups, kept_groups, kept, t_sample - t_first)}
-        session.end_step(step + 1, metrics, task.rows(problems, groups, adv_BG, rewards_BG))
+        # a group the filter dropped carried no gradient: its rows log advantage 0 (what `arl show` and `arl audit` read)
+        trained_adv_BG = [a if b in kept_groups else [0.0] * len(a) for b, a in enumerate(adv_BG)]
+        session.end_step(step + 1, metrics, task.rows(problems, groups, trained_adv_BG, rewards_BG))
     finish(session, f"DAPO chapter ({cfg.algorithm}) on {cfg.data}, {cfg.model}", asdict(cfg))
     return run
 
