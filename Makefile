@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?= auto
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: run test setup chromium docs docs-build lock smoke-rows bench path01 path02 path03 path04 check-notes clean
+.PHONY: run test setup chromium docs docs-build lock smoke-rows bench path01 path02 path03 path04 check-notes keep-results clean
 
 $(BIN)/arl: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -132,8 +132,15 @@ path04: setup
 	$(BIN)/arl --threads 1 compare spec-o3-sft --set time_budget_s=540 --seeds 3 --jobs 2 --out runs/compare/spec-o3-sft
 
 # After the path targets: every number of a note's results tables must be in the comparison reports it names
+# (under runs/compare, else the copies kept in results/compare)
 check-notes: setup
 	$(BIN)/python scripts/check_note_numbers.py
+
+# Copy every finished comparison's report.md and compare.json into results/compare, to commit with the notes that
+# quote them: runs/ is not committed and a path target outlasts a working session (tests/test_note_numbers.py
+# then checks each note against its kept reports in CI)
+keep-results: setup
+	$(BIN)/python scripts/keep_reports.py
 
 clean:
 	rm -rf $(VENV) build site src/*.egg-info

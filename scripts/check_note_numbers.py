@@ -1,9 +1,10 @@
 """Check that every number in a chapter note's results tables comes from a comparison report.
 
-    python scripts/check_note_numbers.py [docs/chapters/NOTE.md ...] [--compare runs/compare]
+    python scripts/check_note_numbers.py [docs/chapters/NOTE.md ...] [--compare ROOT ...]
 
 Run it after the path targets (`make path01` ... `make path04`), which write the reports under
-runs/compare/. A note's results tables are the markdown tables of its "Results" sections (a heading
+runs/compare/; the reports kept in the repository (results/compare/, `scripts/keep_reports.py`) are read
+too, a comparison's folder under runs/ first. A note's results tables are the markdown tables of its "Results" sections (a heading
 that starts with "Results", down to the next heading of that level or above). Its reports are the
 comparison folders the note names (`runs/compare/NAME`) and those whose name starts with the
 chapter's. Each number of a table cell (signs, `%` and thousands separators aside: `+6.2` and `6.2`
@@ -51,16 +52,18 @@ def results_tables(note: str) -> list[str]:
     return out
 
 
-def reports_of(note_path: Path, note: str, compare: Path) -> list[Path]:
+def reports_of(note_path: Path, note: str, roots: list[Path]) -> list[Path]:
+    """The report of each comparison the note names or its chapter owns, from the first root that has it."""
     chapter = note_path.stem
-    names = set(FOLDER.findall(note)) | {p.name for p in compare.glob(f"{chapter}*") if p.is_dir()}
-    return sorted(compare / n / "report.md" for n in names if (compare / n / "report.md").is_file())
+    names = set(FOLDER.findall(note)) | {p.name for root in roots for p in root.glob(f"{chapter}*") if p.is_dir()}
+    found = (next((root / n / "report.md" for root in roots if (root / n / "report.md").is_file()), None) for n in names)
+    return sorted((r for r in found if r is not None), key=lambda r: r.parent.name)
 
 
-def check(note_path: Path, compare: Path) -> tuple[list[Path], list[str]]:
+def check(note_path: Path, compare: Path | list[Path]) -> tuple[list[Path], list[str]]:
     """(the reports read, the numbers of the results tables found in none of them)."""
     note = note_path.read_text(encoding="utf-8")
-    reports = reports_of(note_path, note, compare)
+    reports = reports_of(note_path, note, compare if isinstance(compare, list) else [compare])
     known = set().union(*(numbers(r.read_text(encoding="utf-8")) for r in reports)) if reports else set()
     missing = []
     for line in results_tables(note):
@@ -72,13 +75,14 @@ def check(note_path: Path, compare: Path) -> tuple[list[Path], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notes", nargs="*", type=Path, help="chapter notes (default: every docs/chapters/*.md)")
-    parser.add_argument("--compare", type=Path, default=ROOT / "runs" / "compare", help="the comparisons' root folder")
+    parser.add_argument("--compare", type=Path, nargs="+", default=[ROOT / "runs" / "compare", ROOT / "results" / "compare"],
+                        help="the comparisons' root folders, the first that has a comparison wins")
     args = parser.parse_args(argv)
     status = 0
     for note_path in args.notes or sorted((ROOT / "docs" / "chapters").glob("*.md")):
         reports, missing = check(note_path, args.compare)
         if not reports:
-            print(f"{note_path.name}: no report under {args.compare} (run its make pathNN target first)")
+            print(f"{note_path.name}: no report under {' or '.join(map(str, args.compare))} (run its make pathNN target first)")
             status = max(status, 2)
             continue
         if missing:
