@@ -127,7 +127,7 @@ def audit(run: RunDir, recipe, baseline: RunDir | None = None) -> Audit:
     rollouts = _rollouts(run)
     metrics = run.read_metrics() if run.metrics_file.exists() else []
     return Audit(_reward(run, rollouts), _tokens(run, rollouts, metrics), _change(run, recipe, config, baseline),
-                 _controls(run, config))
+                 _controls(run, config, metrics))
 
 
 def add_to_report(run: RunDir, recipe) -> None:
@@ -317,7 +317,7 @@ def _eval_size(run: RunDir) -> tuple[int, float] | None:
     return None
 
 
-def _controls(run: RunDir, config: dict) -> list[str]:
+def _controls(run: RunDir, config: dict, metrics: list[dict]) -> list[str]:
     lines = []
     plan = _plan(run)
     if plan is None:
@@ -341,9 +341,13 @@ def _controls(run: RunDir, config: dict) -> list[str]:
     signal = SIGNALS.get(run.chapter)
     if signal and signal.control:
         found = local_runs(root).get(signal.control, Counter())
-        lines.append(f"- Control `{signal.control}` (continued SFT for the same wall time): "
-                     + (f"{found['finished']} finished runs under {root}." if found.get("finished") else
-                        f"none under {root}; `arl compare {signal.control} --set time_budget_s=SECONDS --seeds 3`."))
+        seconds = _metric_sum(metrics, "time/step")
+        budget = f"time_budget_s={seconds:.0f}" if seconds else "time_budget_s=SECONDS"
+        lines.append(f"- Control `{signal.control}` (continued SFT for the same wall time; this run's training steps took "
+                     + (f"{seconds:.0f} s" if seconds else "an unlogged time") + "): "
+                     + (f"{found['finished']} finished run{'s' * (found['finished'] != 1)} of it under {root}; one counts "
+                        f"as the control when its `{budget}`." if found.get("finished") else
+                        f"none under {root}; `arl compare {signal.control} --set {budget} --seeds 3`."))
     elif signal:
         lines.append("- Control: this chapter's control is an arm of its own comparison (see the chapter's note).")
     size = _eval_size(run)
