@@ -124,10 +124,9 @@ def audit(run: RunDir, recipe, baseline: RunDir | None = None) -> Audit:
     """The four answers for `run`; `recipe` is its chapter's module (its `Config` and `PRESETS`, which the CLI
     hands over: nothing below the recipes imports one)."""
     config = json.loads((run.path / "config.json").read_text(encoding="utf-8"))
-    rollouts = _rollouts(run)
-    metrics = run.read_metrics() if run.metrics_file.exists() else []
-    return Audit(_reward(run, rollouts), _tokens(run, rollouts, metrics), _change(run, recipe, config, baseline),
-                 _controls(run, config, metrics))
+    rollouts, metrics, plan = run.read_rollouts(), run.read_metrics(), _plan(run)
+    return Audit(_reward(run, rollouts), _tokens(run, rollouts, metrics), _change(run, recipe, config, baseline, plan),
+                 _controls(run, config, metrics, plan))
 
 
 def add_to_report(run: RunDir, recipe) -> None:
@@ -141,12 +140,6 @@ def add_to_report(run: RunDir, recipe) -> None:
 
 
 # -- 1. the reward ------------------------------------------------------------------------------------
-
-def _rollouts(run: RunDir) -> list[dict]:
-    if not run.rollouts_file.is_file():
-        return []
-    return [json.loads(line) for line in run.rollouts_file.read_text(encoding="utf-8").splitlines() if line.strip()]
-
 
 def _correct(r: dict) -> bool | None:
     """Whether a rollout did the task (its correct / em / won metric), None when it does not say."""
@@ -268,7 +261,7 @@ def _diff(a: dict, b: dict) -> list[str]:
             if k not in IGNORED and a.get(k) != b.get(k)]
 
 
-def _change(run: RunDir, recipe, config: dict, baseline: RunDir | None) -> list[str]:
+def _change(run: RunDir, recipe, config: dict, baseline: RunDir | None, plan: dict | None) -> list[str]:
     if baseline is not None:
         other = json.loads((baseline.path / "config.json").read_text(encoding="utf-8"))
         diff = _diff(config, other)
@@ -282,7 +275,6 @@ def _change(run: RunDir, recipe, config: dict, baseline: RunDir | None) -> list[
     preset = min(diffs, key=lambda p: len(diffs[p]))
     lines = [f"- Nearest preset: `{preset}`; against it: " + ("; ".join(diffs[preset]) if diffs[preset] else
                                                               "no field differs (seeds and threads aside)") + "."]
-    plan = _plan(run)
     if plan is not None:
         arm = _arm(run, plan)
         lines.append(f"- In the comparison {plan['folder']}: arm `{arm}` of {len(plan['arms'])} "
@@ -317,9 +309,8 @@ def _eval_size(run: RunDir) -> tuple[int, float] | None:
     return None
 
 
-def _controls(run: RunDir, config: dict, metrics: list[dict]) -> list[str]:
+def _controls(run: RunDir, config: dict, metrics: list[dict], plan: dict | None) -> list[str]:
     lines = []
-    plan = _plan(run)
     if plan is None:
         lines.append(f"- One seed and no comparison: the run alone cannot separate an effect from noise; "
                      f"`arl compare {run.chapter} --vary FIELD=A,B --seeds 3`.")
