@@ -68,6 +68,15 @@ def best_of(fn, repeats: int) -> float:
     return min(timed_rounds([fn], repeats)[0])
 
 
+def word_problem_prompts(tok, n: int) -> list[list[int]]:
+    """`n` GRPO-shaped prompts: word problems through the chat template (about 53 tokens each)."""
+    questions = [f"Sam has {11 * i + 3} apples. He buys {7 * i + 5} more and gives {i + 2} to Ana. "
+                 f"How many apples does Sam have now? Reason step by step and put the answer in \\boxed{{}}."
+                 for i in range(n)]
+    return [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True,
+                                    return_dict=False) for q in questions]
+
+
 def matmul_flops(threads: int, n: int = 1024, repeats: int = 10) -> float:
     a, b = torch.randn(n, n), torch.randn(n, n)
     t = best_of(lambda: [a @ b for _ in range(repeats)], 3)
@@ -95,12 +104,7 @@ def main():
     n_embed = lm.get_input_embeddings().weight.numel()
     n_params = sum(p.numel() for p in lm.parameters())
     flop_params = n_params - n_embed + lm.get_output_embeddings().weight.numel()
-    # GRPO-shaped: word problems through the chat template, a group of samples per prompt
-    questions = [f"Sam has {11 * i + 3} apples. He buys {7 * i + 5} more and gives {i + 2} to Ana. "
-                 f"How many apples does Sam have now? Reason step by step and put the answer in \\boxed{{}}."
-                 for i in range(args.prompts)]
-    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True,
-                                       return_dict=False) for q in questions]
+    prompts = word_problem_prompts(tok, args.prompts)
     n_new = args.prompts * args.samples * args.new_tokens
 
     sampler = arl.ServiceClient().create_sampling_client(base_model=args.model)

@@ -39,7 +39,7 @@ import arl
 from arl import models, settings
 from arl.backend.local.engine import ENGINE
 
-from bench_engine import cpu_busy_snapshot, matmul_flops, other_cores_busy, timed_rounds
+from bench_engine import cpu_busy_snapshot, matmul_flops, other_cores_busy, timed_rounds, word_problem_prompts
 
 MODELS = ["arl/tiny-qwen3-0.5m", "arl/tiny-qwen3-2m", "arl/tiny-qwen3-5m", "arl/tiny-qwen3-10m",
           "HuggingFaceTB/SmolLM2-135M-Instruct"]
@@ -103,11 +103,7 @@ def measure_model(name: str, batches: list[int], new_tokens: int, repeats: int, 
     rows = []
     for batch in batches:
         n_prompts, n_samples = shape(batch)
-        questions = [f"Sam has {11 * i + 3} apples. He buys {7 * i + 5} more and gives {i + 2} to Ana. "
-                     f"How many apples does Sam have now? Reason step by step and put the answer in \\boxed{{}}."
-                     for i in range(n_prompts)]
-        prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
-                                           tokenize=True, return_dict=False) for q in questions]
+        prompts = word_problem_prompts(tok, n_prompts)
         n_new = batch * new_tokens
 
         def ours():
