@@ -4,9 +4,11 @@ the ratio's clip fractions and the overlong ramp's share, early and late in trai
 entropy and truncation curves per arm (mean over seeds, smoothed).
 
     python scripts/dapo_mechanisms.py runs/compare/dapo-long [--png docs/chapters/img/dapo-long-mechanisms.png]
+    python scripts/dapo_mechanisms.py runs/compare/gspo --metric gspo/seq_clip_frac --metric optim/grad_norm
 
-Prints a markdown table (the DAPO note quotes it): each value is the mean over the arm's seeds of the
-metric's mean over the first or the last `--window` training steps.
+Prints a markdown table (the DAPO and GSPO notes quote it): each value is the mean over the arm's seeds of
+the metric's mean over the first or the last `--window` training steps. `--metric KEY` (repeatable) reads
+any logged metric instead of DAPO's five; a key ending in `frac` is shown in %.
 """
 
 from __future__ import annotations
@@ -49,12 +51,17 @@ def window_mean(runs: list[list[dict]], key: str, late: bool, window: int) -> fl
     return sum(per_seed) / len(per_seed) if per_seed else None
 
 
-def table(arms: dict[str, list[list[dict]]], window: int) -> str:
-    head = ["arm"] + [f"{label}, first / last {window} steps" for _, label, _ in METRICS]
+def metric_spec(key: str) -> tuple[str, str, int]:
+    """(key, column label, scale) of a metric named on the command line: fractions are shown in %."""
+    return (key, f"{key} %", 100) if key.endswith("frac") else (key, key, 1)
+
+
+def table(arms: dict[str, list[list[dict]]], window: int, metrics=METRICS) -> str:
+    head = ["arm"] + [f"{label}, first / last {window} steps" for _, label, _ in metrics]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, runs in arms.items():
         cells = [arm]
-        for key, _, scale in METRICS:
+        for key, _, scale in metrics:
             early, late = window_mean(runs, key, False, window), window_mean(runs, key, True, window)
             fmt = "{:.1f}" if scale == 100 else "{:.3f}"
             cells.append("-" if early is None else f"{fmt.format(scale * early)} / {fmt.format(scale * late)}")
@@ -71,7 +78,7 @@ def plot(arms: dict[str, list[list[dict]]], png: Path, smooth: int = 10) -> None
     from arl.atomic import write_bytes
     from arl.report.plots import moving_average, png_bytes
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
     for arm, runs in arms.items():
         for ax, key in zip(axes, ("rollout/entropy", "rollout/truncated_frac")):
             n = min(len(rows) for rows in runs)
@@ -79,9 +86,10 @@ def plot(arms: dict[str, list[list[dict]]], png: Path, smooth: int = 10) -> None
             ax.plot(np.arange(1, n + 1), moving_average(y, smooth), label=arm, lw=1.4)
     axes[0].set(title="policy entropy (sampled tokens' -mean logprob)", xlabel="step", ylabel="nats / token")
     axes[1].set(title="answers cut at max_tokens", xlabel="step", ylabel="share of samples")
-    axes[1].legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.suptitle(f"mean over seeds, moving average of {smooth} steps", fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     write_bytes(png, png_bytes(fig))
     plt.close(fig)
 
@@ -91,12 +99,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("folder", type=Path)
     p.add_argument("--window", type=int, default=10, help="training steps at the start and at the end that are averaged")
     p.add_argument("--png", type=Path, default=None, help="where to write the entropy and truncation curves")
+    p.add_argument("--metric", action="append", default=None,
+                   help="a logged metric to tabulate instead of DAPO's five (repeatable)")
     args = p.parse_args(argv)
     if not (args.folder / "results.json").is_file():
         print(f"dapo_mechanisms: {args.folder}/results.json: no such file; run the comparison first", file=sys.stderr)
         return 1
     arms = arm_runs(args.folder)
-    print(table(arms, args.window))
+    print(table(arms, args.window, [metric_spec(k) for k in args.metric] if args.metric else METRICS))
     if args.png:
         plot(arms, args.png)
         print(f"\nfigure: {args.png}")

@@ -26,4 +26,9 @@ def test_table_averages_the_first_and_last_steps_over_seeds(tmp_path):
     table = dapo_mechanisms.table(arms, window=2).splitlines()
     # truncated: first 2 steps (0.4+0.2)/2=0.3 and 0.2 -> 25.0; last 2: 0.1 and 0.2 -> 15.0; entropy 0.175 -> 0.125
     assert table[2].startswith("| algorithm=grpo | 25.0 / 15.0 | 0.175 / 0.125 | - | - | - |")
+    # any logged metric on request; a fraction is shown in %
+    named = dapo_mechanisms.table(arms, 2, [dapo_mechanisms.metric_spec(k) for k in ("rollout/truncated_frac", "rollout/entropy")])
+    assert named.splitlines()[0] == ("| arm | rollout/truncated_frac %, first / last 2 steps | "
+                                     "rollout/entropy, first / last 2 steps |")
+    assert named.splitlines()[2] == "| algorithm=grpo | 25.0 / 15.0 | 0.175 / 0.125 |"
     assert dapo_mechanisms.main([str(tmp_path / "none")]) == 1
