@@ -98,17 +98,17 @@ path02: setup
 	b=$$($(WALL) runs/compare/opsd "wall time (s)") && $(BIN)/arl compare sft --set sft_privileged_fraction=0.5 --set time_budget_s=$$b \
 	    --seeds 3 --out runs/compare/opsd-sft
 
-# The results of path 03's chapter notes (search-r1, retool, textworld): the mini presets over 3 seeds,
-# about 40 minutes on 2 cores for search-r1 once its cold start is cached in ~/.cache/arl (15 more the
-# first time), about 15 for retool (18 more the first time) and 7 for textworld (about 25 more the first
-# time: games and cold start) at 1 thread; then each chapter's continued-SFT control for its RL runs' wall time (the
-# ledger's; as long again); rerun to resume.
+# The results of path 03's chapter notes (search-r1, retool, textworld): the mini presets over 3 seeds, one run at a
+# time at 1 thread. Measured 2026-12-07 beside another comparison on the 2 cores, cold starts cached in ~/.cache/arl:
+# search-r1 22 min, retool 10, textworld 9; then each chapter's continued-SFT control for its RL runs' wall time
+# (the ledger's): 21, 8 and 9 min. The first time add the cold starts (search-r1 15 min, retool 18, textworld
+# about 25 with its games). Rerun to resume.
 path03: setup
-	$(BIN)/arl compare search-r1 --seeds 3 --out runs/compare/search-r1
+	$(BIN)/arl --threads 1 compare search-r1 --seeds 3 --jobs 1 --out runs/compare/search-r1
 	$(BIN)/arl --threads 1 compare retool --seeds 3 --jobs 1 --out runs/compare/retool
 	$(BIN)/arl --threads 1 compare textworld --seeds 3 --jobs 1 --out runs/compare/textworld
-	b=$$($(WALL) runs/compare/search-r1 "wall time (s)") && $(BIN)/arl compare search-r1-sft --set time_budget_s=$$b --seeds 3 \
-	    --out runs/compare/search-r1-sft
+	b=$$($(WALL) runs/compare/search-r1 "wall time (s)") && $(BIN)/arl --threads 1 compare search-r1-sft --set time_budget_s=$$b --seeds 3 \
+	    --jobs 1 --out runs/compare/search-r1-sft
 	b=$$($(WALL) runs/compare/retool "wall time (s)") && $(BIN)/arl --threads 1 compare retool-sft --set time_budget_s=$$b --seeds 3 \
 	    --jobs 1 --out runs/compare/retool-sft
 	b=$$($(WALL) runs/compare/textworld "wall time (s)") && $(BIN)/arl --threads 1 compare textworld-sft --set time_budget_s=$$b \
