@@ -115,21 +115,27 @@ path03: setup
 	    --seeds 3 --jobs 1 --out runs/compare/textworld-sft
 
 # Path 04: Jev from its cold start (a stand-in for a pretrained model) and from random weights, over seeds 0-2
-# (base, trained, trained + T per split), and its SFT control (the answers written out) for Jev's wall time; then the long-horizon comparisons (TEMPO against whole-trajectory GRPO at equal environment steps,
-# AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games; then Vision GRPO's
-# views (image, blank, text: about 35 minutes with the three cold starts, 15 once cached) and its continued-SFT
-# control for the image runs' training time (about 10 minutes); Spec-o3 with and without the tool (about 35 minutes
-# with the two cold starts, 12 once cached) and its continued-SFT control for the tool runs' wall time (about 15
-# minutes); rerun to resume.
+# (base, trained, trained + T per split), and its SFT control (the answers written out) for Jev's wall time; Vision
+# GRPO's views (image, blank, text) and its continued-SFT control for the image arm's training time; Spec-o3 with and
+# without the tool and its continued-SFT control for the tool arm's training time (each control's budget read from
+# its comparison's ledger); then the long-horizon comparisons (TEMPO against whole-trajectory GRPO at equal
+# environment steps, AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games. One
+# run at a time at 1 thread. Measured 2026-12-07 beside another comparison on the 2 cores, cold starts cached:
+# jev 13 min, jev-sft 9, vision-grpo 36, spec-o3 44 (`python benchmarks/path_times.py` for the rest). Rerun to resume.
 path04: setup
-	$(BIN)/arl compare jev --vary sft_steps=150,0 --seeds 3 --out runs/compare/jev
-	b=$$($(WALL) runs/compare/jev "wall time (s)") && $(BIN)/arl compare jev-sft --set time_budget_s=$$b --seeds 3 --out runs/compare/jev-sft
-	$(BIN)/arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 2 --out runs/compare/tempo
-	$(BIN)/arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 --jobs 2 --out runs/compare/agent-opsd
-	$(BIN)/arl compare vision-grpo --vary view=image,blank,text --seeds 3 --jobs 2 --out runs/compare/vision-grpo
-	$(BIN)/arl compare vision-sft --set time_budget_s=118 --seeds 3 --jobs 2 --out runs/compare/vision-sft
-	$(BIN)/arl --threads 1 compare spec-o3 --vary tool=true,false --seeds 3 --jobs 2 --out runs/compare/spec-o3
-	$(BIN)/arl --threads 1 compare spec-o3-sft --set time_budget_s=540 --seeds 3 --jobs 2 --out runs/compare/spec-o3-sft
+	$(BIN)/arl --threads 1 compare jev --vary sft_steps=150,0 --seeds 3 --jobs 1 --out runs/compare/jev
+	b=$$($(WALL) runs/compare/jev "wall time (s)") && $(BIN)/arl --threads 1 compare jev-sft --set time_budget_s=$$b --seeds 3 \
+	    --jobs 1 --out runs/compare/jev-sft
+	$(BIN)/arl --threads 1 compare vision-grpo --vary view=image,blank,text --seeds 3 --jobs 1 --out runs/compare/vision-grpo
+	b=$$($(WALL) runs/compare/vision-grpo "wall time (s)") && $(BIN)/arl --threads 1 compare vision-sft --set time_budget_s=$$b \
+	    --seeds 3 --jobs 1 --out runs/compare/vision-sft
+	$(BIN)/arl --threads 1 compare spec-o3 --vary tool=true,false --seeds 3 --jobs 1 --out runs/compare/spec-o3
+	b=$$($(WALL) runs/compare/spec-o3 "wall time (s)") && $(BIN)/arl --threads 1 compare spec-o3-sft --set time_budget_s=$$b \
+	    --seeds 3 --jobs 1 --out runs/compare/spec-o3-sft
+	$(BIN)/arl --threads 1 compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3 --jobs 1 \
+	    --out runs/compare/tempo
+	$(BIN)/arl --threads 1 compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3 \
+	    --jobs 1 --out runs/compare/agent-opsd
 
 # After the path targets: every number of a note's results tables must be in the comparison reports it names
 # (under runs/compare, else the copies kept in results/compare)
