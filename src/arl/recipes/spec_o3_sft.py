@@ -6,7 +6,8 @@ demonstrations did not already carry. Loss: token-mean cross entropy over the as
 images, the tool's output and the template are context with weight 0), at the cold start's learning
 rate, from the cold start's weights and optimizer state.
 
-    arl run spec-o3-sft --preset mini time_budget_s=540 [tool=false]
+    arl run spec-o3-sft --preset mini time_budget_s=SECONDS [tool=false]   # SECONDS: the GRPO comparison's
+                                                                          # ledger wall time (`make path04`)
 """
 
 from __future__ import annotations

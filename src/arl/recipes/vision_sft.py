@@ -6,7 +6,8 @@ answers did not already carry. Loss: token-mean cross entropy over the worked an
 positions and the question are context with weight 0), at the cold start's learning rate, from the
 cold start's weights and optimizer state.
 
-    arl run vision-sft --preset mini time_budget_s=180 [view=blank|text]
+    arl run vision-sft --preset mini time_budget_s=SECONDS [view=blank|text]   # SECONDS: the GRPO comparison's
+                                                                            # ledger wall time (`make path04`)
 """
 
 from __future__ import annotations
