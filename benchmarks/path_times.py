@@ -9,8 +9,8 @@ comparisons run by any command (`make path01` ... `path04`, or two lanes by hand
 over its runs: the comparison's wall time when it ran one run at a time (`--jobs 1`), more than its
 wall time when runs overlapped. `training` is the sum of each run's training-step time from the
 comparison's own results.json (what the compute ledger averages); the rest is cold starts not yet
-cached, evaluations, checkpoints and reports. A run that was killed and resumed counts the pause too,
-and is marked.
+cached, evaluations, checkpoints and reports. A run that was killed and resumed counts the pause too; a run
+more than 1.5x its arm's median (a resume, or a cold start trained inside it) is marked.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def table(rows: list[dict]) -> str:
            "|---|---|---|---|---|"]
     for r in rows:
         share = f"{r['training_s'] / r['run_s']:.0%}" if r["run_s"] else "-"
-        mark = " (a run resumed?)" if r["resumed"] else ""
-        out.append(f"| {r['comparison']}{mark} | {r['runs']} | {r['run_s'] / 60:.1f} | {r['training_s'] / 60:.1f} | {share} |")
+        mark = " (a long run: a cold start trained in it, or a resume)" if r["resumed"] else ""
+        out.append(f"| {r['comparison']}{mark} | {r['runs']} | {r['run_s'] / 60:.1f} | {r['training_s'] / 60:.1f} "
+                   f"| {share} |")
     total = sum(r["run_s"] for r in rows)
     out.append(f"| all | {sum(r['runs'] for r in rows)} | {total / 60:.1f} | "
                f"{sum(r['training_s'] for r in rows) / 60:.1f} | - |")
