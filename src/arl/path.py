@@ -98,8 +98,9 @@ QUESTIONS = (
              "lambda = 0 is whole-trajectory GRPO credit; lambda > 0 reweights turns by the self-teacher's evidence."),
     Question("When does a critic help?", "tempo",
              "arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3",
-             "the comparison report's eval curves at equal environment steps",
-             "TEMPO's critic gives credit per macro-step; against whole-trajectory GRPO at equal environment steps."),
+             "chapters/img/tempo-td.png",
+             "TEMPO's critic gives credit per macro-step; against whole-trajectory GRPO at equal environment steps the "
+             "difference is not resolved, and in the mini runs TEMPO's state store froze (the note), so it is untested."),
     Question("Does the image matter?", "vision-grpo",
              "arl compare vision-grpo --vary view=image,blank,text --seeds 3",
              "chapters/img/vision-grpo-prompts.png",
