@@ -93,9 +93,10 @@ QUESTIONS = (
              "In the mini preset continued SFT for the RL runs' wall time ends above RL (EM 64.3 +/- 4.0 against "
              "42.3 +/- 4.4, 3 seeds each): here the reward adds nothing the demonstrations do not give faster."),
     Question("Which turns of a long episode get credit?", "agent-opsd",
-             "arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --seeds 3",
-             "the per-turn weights in `arl show RUN_DIR` and the comparison report",
-             "lambda = 0 is whole-trajectory GRPO credit; lambda > 0 reweights turns by the self-teacher's evidence."),
+             "arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3",
+             "chapters/img/agent-opsd-opsd.png",
+             "lambda = 0 is whole-trajectory GRPO credit; lambda > 0 reweights turns by the self-teacher's evidence. In "
+             "the mini runs no arm's difference from another, or from the start, is resolved."),
     Question("When does a critic help?", "tempo",
              "arl compare tempo --vary algorithm=tempo,grpo --set steps=40 --set env_steps=1200 --seeds 3",
              "chapters/img/tempo-td.png",

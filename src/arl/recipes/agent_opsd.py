@@ -20,7 +20,7 @@ text it was trained on: the long-horizon cold start shows `skill_fraction` of it
 skill text (`arl.rl.games`; every arm starts from it; the student's prompts never hold skills).
 
     arl run agent-opsd --preset mini [seed=1] [reshape_lambda=0] [credit_bound=1.0]
-    arl compare agent-opsd --vary reshape_lambda=0.5,0 --seeds 3
+    arl compare agent-opsd --vary reshape_lambda=0.5,0 --vary credit_bound=1.0 --set eval_every=24 --seeds 3
     docs/chapters/agent-opsd.md
 """
 
