@@ -21,12 +21,19 @@ def test_store_is_a_fifo_of_its_capacity():
         StateStore(0)
 
 
-def test_store_sampling_is_uniform_without_replacement_and_seeded():
-    store = StateStore(10, [state(i) for i in range(10)])
-    a, b = store.sample(4, "tempo-store-0-3"), store.sample(4, "tempo-store-0-3")
-    assert [s.game for s in a] == [s.game for s in b] and len({s.game for s in a}) == 4
-    assert [s.game for s in store.sample(4, "tempo-store-0-4")] != [s.game for s in a]
-    assert len(store.sample(20, "x")) == 10 and store.sample(3, "x") is not None and StateStore(2).sample(3, "x") == []
+def test_store_takes_uniformly_without_replacement_seeded_and_each_state_once():
+    a, b = StateStore(10, [state(i) for i in range(10)]), StateStore(10, [state(i) for i in range(10)])
+    taken = a.take(4, "tempo-store-0-3")
+    assert [s.game for s in taken] == [s.game for s in b.take(4, "tempo-store-0-3")] and len({s.game for s in taken}) == 4
+    left = [s.game for s in a.states]
+    assert len(a) == 6 and set(left) == set(range(10)) - {s.game for s in taken} and left == sorted(left)  # FIFO order kept
+    again = a.take(4, "tempo-store-0-3")
+    assert not {s.game for s in again} & {s.game for s in taken}  # a taken state is never drawn again
+    c = StateStore(10, [state(i) for i in range(10)])
+    assert [s.game for s in c.take(4, "tempo-store-0-4")] != [s.game for s in taken]
+    assert len(a.take(20, "x")) == 2 and len(a) == 0 and a.take(3, "x") == [] and StateStore(2).take(3, "x") == []
+    a.push([state(11)])
+    assert len(a) == 1 and a.states.maxlen == 10  # the capacity survives a take
 
 
 def test_store_round_trips_through_json():

@@ -8,7 +8,8 @@ the budget cut off ends in a state whose value V a critic estimates, and
 (`arl.advantages.tempo_targets`; r_n = 1 if the branch won within the segment). Only the segment's policy tokens
 carry A_n. The critic is the policy's own weights asked for `<value>x</value>` in a prompt that shows the game's
 winning commands (privileged); its K answers at the start state are rewarded -|V_k - G| (unreadable: -1), trained
-in the same update as the actor. Endpoints go to a FIFO store later steps start from (topped up with fresh games).
+in the same update as the actor. Endpoints go to a FIFO store; a later step takes `batch_prompts - fresh_starts`
+start states from it (a taken state leaves) and opens fresh games for the rest.
 The first `mc_warmup_steps` steps train the critic alone on whole episodes (target: won 0/1). The control,
 `algorithm=grpo`, is whole-trajectory GRPO (the TextWorld chapter's update) from the same cold start; `env/steps`
 counts the turns played (`critic/forward_tokens`, the tokens the critic read).
@@ -51,6 +52,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
     """Tokens of one critic answer."""
     store_capacity: int = 256
     """States the FIFO store holds (the oldest leave first)."""
+    fresh_starts: int = 1
+    """Fresh games' openings among a TD step's batch_prompts start states (the rest are taken from the store, and
+    fresh openings fill in while it holds too few): new games keep coming in however full the store is."""
     mc_warmup_steps: int = 2
     """Monte-Carlo warm-up: the first N steps play games to the end, training the critic alone on their win (0/1)."""
     critic_sft_steps: int = 100
@@ -80,6 +84,9 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
             raise ValueError(f"invalid_penalty={self.invalid_penalty}: TEMPO rewards the win alone (R_max = 1); set 0")
         if self.max_turns >= tempo.CRITIC_TURN:
             raise ValueError(f"max_turns={self.max_turns}: at most {tempo.CRITIC_TURN - 1} (critic requests' seeds)")
+        if not 0 <= self.fresh_starts <= self.batch_prompts:
+            raise ValueError(f"fresh_starts={self.fresh_starts}: use 0 (the store's states first) to "
+                             f"batch_prompts={self.batch_prompts} (fresh games alone)")
         if min(self.endpoint_samples, self.critic_sft_steps, self.critic_eval_games, self.env_steps) < 0 or \
                 min(self.critic_max_tokens, self.store_capacity, self.critic_eval_rollouts) < 1:
             raise ValueError("endpoint_samples, critic_sft_steps, critic_eval_games, env_steps must be >= 0 and critic_max_tokens, "
@@ -88,7 +95,7 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
 
 PRESETS = {
     "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=4, batch_prompts=2, group_size=4, max_tokens=48, max_turns=4,
-                  macro_turns=2, critic_samples=2, mc_warmup_steps=1, critic_sft_steps=40,
+                  macro_turns=2, critic_samples=2, mc_warmup_steps=1, critic_sft_steps=40, fresh_starts=0,
                   sft_steps=60, sft_stages=1, n_train=4, n_test=2, n_dev=2, min_rooms=1, max_rooms=1,
                   n_objects=3, min_quest_length=2, max_quest_length=3, max_observation_tokens=64,
                   max_trajectory_tokens=1024, critic_eval_games=1, critic_eval_rollouts=2, eval_every=1, save_every=1),
@@ -123,8 +130,8 @@ def main(cfg: Config, run, resume: bool = False):
     for step in session.steps("tempo", shown=("reward/mean", "critic/abs_error_mean")):
         t0, stats, warm = time.perf_counter(), update.StepStats(loss), step < cfg.mc_warmup_steps
         sampler, seed = client.save_weights_and_get_sampling_client(), request_seed(cfg.seed, step)
-        # 1. start states: the store's (uniform, without replacement), topped up with fresh games' openings
-        starts = [] if warm else td.store.sample(cfg.batch_prompts, f"tempo-store-{cfg.seed}-{step}")
+        # 1. start states: taken from the store (uniform, without replacement), the rest fresh games' openings
+        starts = [] if warm else td.store.take(cfg.batch_prompts - cfg.fresh_starts, f"tempo-store-{cfg.seed}-{step}")
         fresh = [batch.draw(task.train, td.fresh + i) for i in range(cfg.batch_prompts - len(starts))]
         starts += [tempo.opening_state(g, chat.prompt(opening(g), task.env(g).tools)) for g in fresh]
         td.fresh += len(fresh)

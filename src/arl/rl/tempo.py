@@ -64,8 +64,8 @@ def opening_state(game: Game, prompt: list[int]) -> MacroState:
 
 
 class StateStore:
-    """The TD phase's start states: a FIFO of at most `capacity` (the oldest leave first), sampled
-    uniformly without replacement."""
+    """The TD phase's start states: a FIFO of at most `capacity` (the oldest leave first), taken
+    uniformly without replacement (a taken state leaves: each endpoint is continued once)."""
 
     def __init__(self, capacity: int, states: Sequence[MacroState] = ()):
         if capacity < 1:
@@ -78,11 +78,16 @@ class StateStore:
     def push(self, states: Sequence[MacroState]) -> None:
         self.states.extend(states)
 
-    def sample(self, k: int, seed: str) -> list[MacroState]:
+    def take(self, k: int, seed: str) -> list[MacroState]:
         """min(k, size) distinct states, drawn with `random.Random(seed)` (one seed per step: a resumed run
-        draws the same)."""
+        draws the same) and removed; the rest keep their FIFO order. A state left in the store would be drawn
+        again and again: with H = T/2 every stored state's segment ends the game and pushes nothing, so a
+        store that only sampled froze (the same few states every step once it held `batch_prompts`)."""
         picked = random.Random(seed).sample(range(len(self.states)), min(k, len(self.states)))
-        return [self.states[i] for i in picked]
+        taken = [self.states[i] for i in picked]
+        gone = set(picked)
+        self.states = deque((s for i, s in enumerate(self.states) if i not in gone), maxlen=self.capacity)
+        return taken
 
     def to_json(self) -> dict:
         return {"capacity": self.capacity, "states": [asdict(s) for s in self.states]}
