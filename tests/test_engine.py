@@ -412,3 +412,58 @@ def test_sampler_matches_trainer_on_smollm2():
     out = c.forward([rl_datum(prompt, s.tokens, s.logprobs, 1.0) for s in res.sequences], "importance_sampling").result()
     for s, o in zip(res.sequences, out.loss_fn_outputs):
         np.testing.assert_allclose(o["logprobs"].to_numpy()[len(prompt) - 1:], s.logprobs, atol=1e-4)
+
+
+def test_a_prompt_that_continues_a_sampled_sequence_prefills_only_its_tail(tc):
+    """A multi-turn rollout's next prompt is its last prompt, the sampled turn and an observation: the sampler
+    runs only what follows the cached sequence, and samples what a sampler without that cache samples."""
+    tok = tc.get_tokenizer()
+    prompt = prompt_tokens(tok)
+    sampler, fresh = tc.save_weights_and_get_sampling_client(), tc.save_weights_and_get_sampling_client()
+    first = sampler.sample(arl.ModelInput.from_ints(prompt), 2, arl.SamplingParams(max_tokens=8, seed=1)).result()
+    turn = first.sequences[1].tokens
+    following = [prompt + turn + prompt_tokens(tok, " the door"), prompt + prompt_tokens(tok, " 3 4 5")]
+    before = sampler.get_usage()["prefill_tokens"]
+    params = arl.SamplingParams(max_tokens=8, seed=5)
+    cached = [sampler.sample(arl.ModelInput.from_ints(p), 3, params).result() for p in following]
+    cold = [fresh.sample(arl.ModelInput.from_ints(p), 3, params).result() for p in following]
+    # the first continues sample 1 (all of it but its last token is cached); the second continues no sequence
+    assert sampler.get_usage()["prefill_tokens"] - before == len(following[0]) - (len(prompt) + len(turn) - 1) + len(following[1])
+    assert fresh.get_usage()["prefill_tokens"] == sum(map(len, following))
+    for a, b in zip(cached, cold):
+        for s, t in zip(a.sequences, b.sequences):
+            assert s.tokens == t.tokens
+            np.testing.assert_allclose(s.logprobs, t.logprobs, atol=1e-5)
+
+
+def test_extend_equals_a_whole_prefill(tc):
+    """`Decoder.extend` after cached keys/values gives the next-token logits and the keys/values that one prefill
+    of the whole prompt gives, row by row, for rows of different cached and new lengths in one batch."""
+    decoder = tc.save_weights_and_get_sampling_client()._sampler.decoder
+    tok = tc.get_tokenizer()
+    whole = [prompt_tokens(tok, "Q: 7+8= A: 15 and the kitchen"), prompt_tokens(tok, "x y z w v u t s r q")]
+    cut = [5, 2]
+    heads = decoder.prefill([w[:c] for w, c in zip(whole, cut)], all_logits=False)
+    extended = decoder.extend([(ks, vs) for _, ks, vs in heads], [w[c:] for w, c in zip(whole, cut)])
+    for (logits, ks, vs), (want_logits, want_ks, want_vs) in zip(extended, decoder.prefill(whole, all_logits=False)):
+        torch.testing.assert_close(logits, want_logits, atol=1e-5, rtol=1e-5)
+        for a, b in zip([*ks, *vs], [*want_ks, *want_vs]):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_sequence_cache_finds_the_longest_prefix_and_drops_the_least_recently_used():
+    from arl.backend.local.sampler import SequenceCache
+
+    def kv(n):  # one layer, one head, width 1: 4 bytes a value, 8 a token (keys and values)
+        return [torch.zeros(1, n, 1)], [torch.zeros(1, n, 1)]
+
+    cache = SequenceCache(max_bytes=8 * 10)
+    cache.put([1, 2, 3], *kv(3))
+    cache.put([1, 2, 3, 4, 5], *kv(5))
+    assert cache.longest([1, 2, 3, 4, 5, 6])[0] == 5
+    assert cache.longest([1, 2, 3, 4, 5])[0] == 3  # never the whole prompt: its last token gives the logits
+    assert cache.longest([1, 2, 9]) is None and cache.longest([2, 3, 4, 5]) is None
+    cache.put([7, 8, 9], *kv(3))  # 11 tokens held: the least recently used, [1, 2, 3, 4, 5], leaves
+    assert list(cache.entries) == [(1, 2, 3), (7, 8, 9)] and cache.bytes == 8 * 6
+    cache.put(list(range(20)), *kv(20))  # larger than the whole cache: not kept, nothing else dropped
+    assert list(cache.entries) == [(1, 2, 3), (7, 8, 9)]

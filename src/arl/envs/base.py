@@ -9,6 +9,9 @@ them, so every environment gets the same, named truncation reasons (`arl.rollout
 As in Gymnasium, an episode that the environment ends ("answered", "malformed_call", "won") is kept
 apart from one the rollout cuts short ("max_turns", ...): the first is graded by the environment,
 the second gets the environment's `truncation_reward`.
+
+An environment whose set-up is slow (a game file loaded) may define `prepare()`: the rollout calls it in a
+worker thread while the first turn decodes, so that the set-up and the decoding overlap.
 """
 
 from __future__ import annotations

@@ -114,12 +114,17 @@ class TextWorldEnv:
             self.invalid += 1
             return observation(INVALID, self._admissible)
         with _GAME_LOCK:
-            if self._game is None:
-                self._open()
+            self.prepare()
             state, score, _ = self._game.step(normalise(command))
         self._admissible = list(state.admissible_commands or [])
         self.score, self.won, self.lost = score, bool(state.won), bool(state.lost)
         return observation(feedback_line(state.feedback), self._admissible)
+
+    def prepare(self) -> None:
+        """Load the game (done by the first command otherwise; the rollout calls it while the first turn decodes)."""
+        with _GAME_LOCK:
+            if self._game is None:
+                self._open()
 
     def _open(self) -> None:
         textworld = require_textworld()

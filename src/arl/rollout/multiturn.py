@@ -390,6 +390,8 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
     stop = [chat.tokenizer.eos_token]
     live = [(g, b) for g, bs in enumerate(branches) for b, br in enumerate(bs)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
+        # an environment's set-up (a game loaded) runs while the first turn decodes
+        prepared = [pool.submit(br.env.prepare) for bs in branches for br in bs if hasattr(br.env, "prepare")]
         for t in range(budgets.max_turns):
             requests = {}
             for g, b in live:
@@ -411,6 +413,9 @@ def rollout_groups(sampler, groups: Sequence[Sequence[Env]], chat: ChatTokens, b
                     sampled[(g, b + k)] = (seq, limit)
             turns = {gb: _sampled_turn(branches[gb[0]][gb[1]], *sampled[gb], chat, budgets) for gb in live if gb in sampled}
             acting = [gb for gb, turn in turns.items() if turn is not None]
+            for done in prepared:
+                done.result()
+            prepared = []
             # environments (tools) step in threads: a slow tool holds up only its own branch's turn
             results = pool.map(lambda gb: branches[gb[0]][gb[1]].env.step({"role": "assistant", "content": turns[gb].text}),
                                acting)

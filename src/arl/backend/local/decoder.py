@@ -12,6 +12,9 @@ model's own rotary embedding, and decodes with two caches:
 Every decode step attends to both: one softmax over [prompt scores, generated scores], the prompt
 part computed per request for all of its samples at once (cascade attention). With a group of G
 samples per prompt the prompt's cache is read once instead of G times per step.
+
+A prompt that starts with a sequence decoded before (a multi-turn rollout's next turn) is prefilled from
+that sequence's keys/values on (`extend`), so only its new tokens run.
 """
 
 from __future__ import annotations
@@ -241,6 +244,44 @@ class Decoder:
             last = x[torch.arange(R), torch.tensor(lengths) - 1]
             logits = list(self._logits(last)[:, None])
         return [(logits[r], [k[r, :, :n] for k in ks], [v[r, :, :n] for v in vs]) for r, n in enumerate(lengths)]
+
+    @torch.inference_mode()
+    def extend(self, pasts: list[tuple[list, list]], tails: list[list[int]]):
+        """Prefill `tails[r]` after the tokens whose keys/values `pasts[r]` holds ([H_kv, m_r, D] per layer, from
+        position 0): a multi-turn rollout's next prompt is its last one, the sampled turn and the observation,
+        and only that tail is run again. Per prompt: (logits [1, V] for the next token, keys, values of the whole
+        prompt). Rows are right-padded; the cached keys are left-aligned and padded to the longest past."""
+        R, T, M = len(tails), max(len(t) for t in tails), max(ks[0].shape[1] for ks, _ in pasts)
+        past_R = torch.tensor([ks[0].shape[1] for ks, _ in pasts], device=self.device)
+        lengths = [len(t) for t in tails]
+        ids_RT = torch.zeros(R, T, dtype=torch.long)
+        for r, t in enumerate(tails):
+            ids_RT[r, : len(t)] = torch.tensor(t)
+        positions_RT = past_R[:, None] + torch.arange(T, device=self.device)[None]
+        cos, sin = self._rope_tables(positions_RT.clamp(max=self.cos_PD.shape[0] - 1))
+        col = torch.arange(M + T, device=self.device)
+        query_T1 = torch.arange(T, device=self.device)[:, None]
+        # a query sees its row's cached columns (< m_r) and the tail up to itself (causal)
+        mask_R1TC = ((col[None, None] < past_R[:, None, None]) | ((col[None] >= M) & (col[None] - M <= query_T1))[None])[:, None]
+        x = F.embedding(ids_RT.to(self.device), self.embed)
+        ks, vs = [], []
+        for i, L in enumerate(self.layers):
+            q, k, v = self._qkv(L, x, cos, sin)
+            past_k, past_v = k.new_zeros(R, self.n_kv_heads, M, self.head_dim), v.new_zeros(R, self.n_kv_heads, M, self.head_dim)
+            for r, (pk, pv) in enumerate(pasts):
+                past_k[r, :, : pk[i].shape[1]] = pk[i]
+                past_v[r, :, : pv[i].shape[1]] = pv[i]
+            out = F.scaled_dot_product_attention(q, torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2),
+                                                 attn_mask=mask_R1TC, scale=self.scaling,
+                                                 enable_gqa=self.n_kv_heads != self.n_heads)
+            x = self._finish_layer(L, x, out.transpose(1, 2).reshape(R, T, -1))
+            ks.append(k)
+            vs.append(v)
+        last = x[torch.arange(R), torch.tensor(lengths) - 1]
+        logits = self._logits(last)[:, None]
+        return [(logits[r], [torch.cat([pk, ks[i][r, :, :n]], dim=1) for i, pk in enumerate(pasts[r][0])],
+                 [torch.cat([pv, vs[i][r, :, :n]], dim=1) for i, pv in enumerate(pasts[r][1])])
+                for r, n in enumerate(lengths)]
 
     def build_prefix(self, prompts_kv: list[tuple[list, list]], n_slots: int) -> PrefixCache:
         """Stack the prefilled prompts' keys/values, right-aligned, into one PrefixCache."""

@@ -12,6 +12,11 @@ token types and its image chunks; its prefill runs from embeddings (decoder.py, 
 per request however many samples share it. Prompt logprobs at image positions are None: an image
 position is not a token the model predicts.
 
+Multi-turn rollouts send each turn's whole trajectory again as the next prompt. The sampler keeps the
+keys/values of every sequence it decoded (prompt and sample, `SequenceCache`, bounded in bytes, least
+recently used first out) and prefills only what a prompt adds to the longest cached sequence it starts
+with (decoder.py, `extend`): the same weights and positions give the same keys, up to float rounding.
+
 Reported `logprobs` are those of the distribution the token was drawn from before top-k / top-p
 truncation: log_softmax(logits / temperature) (temperature 1 for greedy), so at temperature 1 they are
 the trainer's logprobs of the same tokens.
@@ -24,6 +29,7 @@ import threading
 import time
 import uuid
 import concurrent.futures
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +37,7 @@ import torch
 
 from ... import settings
 from ...types import NonFiniteError, SampledSequence, SampleResponse, SamplingParams
-from .decoder import Decoder, unsupported, upcast
+from .decoder import Decoder, SuffixCache, unsupported, upcast
 from .forward_decoder import ForwardDecoder
 from .engine import ENGINE
 
@@ -39,6 +45,8 @@ MASK64 = (1 << 64) - 1
 MAX_BATCH_ROWS = 256
 BATCH_WINDOW_S = 0.002
 PREFILL_TOKENS = 8192
+CACHE_BYTES = 256 * 2**20
+"""Keys/values the sampler keeps of the sequences it decoded, at most (`SequenceCache`)."""
 
 
 @dataclass
@@ -58,6 +66,39 @@ class SampleRequest:
     def logprob_or_none(self, position: int, value: float) -> float | None:
         """A prompt logprob as reported: None where the target position is an image position."""
         return None if self.types is not None and self.types[position] == 1 else value
+
+
+class SequenceCache:
+    """Keys/values ([H_kv, n, D] per layer) of token sequences decoded by one frozen model, least recently
+    used out first once they hold more than `max_bytes`."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES):
+        self.max_bytes, self.bytes = max_bytes, 0
+        self.entries: OrderedDict[tuple[int, ...], tuple[list, list]] = OrderedDict()
+
+    def put(self, tokens: list[int], ks: list[torch.Tensor], vs: list[torch.Tensor]) -> None:
+        key = tuple(tokens)
+        size = sum(t.numel() * t.element_size() for t in (*ks, *vs))
+        if len(key) < 2 or key in self.entries or size > self.max_bytes:
+            return
+        self.entries[key] = (ks, vs)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, (old_k, old_v) = self.entries.popitem(last=False)
+            self.bytes -= sum(t.numel() * t.element_size() for t in (*old_k, *old_v))
+
+    def longest(self, prompt: list[int]) -> tuple[int, list, list] | None:
+        """(n, keys, values) of the longest cached sequence that the prompt starts with and is longer than
+        (a prompt needs at least one token run to give the next token's logits), or None."""
+        best = None
+        for key in self.entries:
+            n = len(key)
+            if n < len(prompt) and (best is None or n > len(best)) and prompt[n - 1] == key[-1] and tuple(prompt[:n]) == key:
+                best = key
+        if best is None:
+            return None
+        self.entries.move_to_end(best)
+        return (len(best), *self.entries[best])
 
 
 @dataclass
@@ -93,6 +134,7 @@ class LocalSampler:
         self._pending: list[SampleRequest] = []
         self._pending_lock = threading.Lock()
         self._drain_scheduled = False
+        self.cache = SequenceCache() if isinstance(self.decoder, Decoder) else None
 
     def submit(self, req: SampleRequest) -> concurrent.futures.Future:
         with self._pending_lock:
@@ -207,8 +249,10 @@ class LocalSampler:
                 if a.stop_reason[j] is not None:
                     finished_B[r] = True
             if finished_B.all():
+                self._remember(actives, prefilled, suffix, owner, slot, finished_B)
                 break
             if finished_B.sum() * 4 >= len(finished_B):
+                self._remember(actives, prefilled, suffix, owner, slot, finished_B)
                 keep = (~finished_B).nonzero().squeeze(1)
                 suffix.select_rows(keep)
                 owner, slot, flat_idx, prompt_len_B = owner[keep], slot[keep], flat_idx[keep], prompt_len_B[keep]
@@ -229,6 +273,35 @@ class LocalSampler:
                 sequences=seqs, prompt_logprobs=a.prompt_logprobs, topk_prompt_logprobs=a.topk,
                 input_tokens=len(a.req.prompt), output_tokens=out_tokens,
             ))
+
+    def _remember(self, actives, prefilled, suffix: SuffixCache, owner_B, slot_B, rows_B) -> None:
+        """Cache the keys/values of the finished rows `rows_B` (before they leave the batch): prompt and sampled
+        tokens but the last, whose keys no decode step has computed."""
+        if self.cache is None:
+            return
+        for r in rows_B.nonzero().squeeze(1).tolist():
+            i, j = int(owner_B[r]), int(slot_B[r])
+            a, (_, ks, vs) = actives[i], prefilled[i]
+            n = len(a.tokens[j]) - 1
+            if a.req.images or n < 0:
+                continue
+            self.cache.put(a.req.prompt + a.tokens[j][:-1], [torch.cat([k, s[r, :, :n]], dim=1) for k, s in zip(ks, suffix.k)],
+                           [torch.cat([v, s[r, :, :n]], dim=1) for v, s in zip(vs, suffix.v)])
+
+    def _extend_chunks(self, found: list[tuple[SampleRequest, tuple[int, list, list]]]):
+        """`_prefill_chunks` for prompts that start with a cached sequence: only the rest is run."""
+        self._usage["prefill_tokens"] += sum(len(r.prompt) - n for r, (n, _, _) in found)
+        out, chunk = [], []
+        for item in found:
+            if chunk and max(len(r.prompt) for r, _ in chunk + [item]) * (len(chunk) + 1) > PREFILL_TOKENS:
+                out += self._extend_batch(chunk)
+                chunk = []
+            chunk.append(item)
+        return out + (self._extend_batch(chunk) if chunk else [])
+
+    def _extend_batch(self, chunk):
+        done = self.decoder.extend([(ks, vs) for _, (_, ks, vs) in chunk], [r.prompt[n:] for r, (n, _, _) in chunk])
+        return [(logits, ks, vs, 0) for logits, ks, vs in done]
 
     def _score(self, reqs: list[SampleRequest]) -> None:
         """`compute_logprobs`: the logprob of every prompt token given the ones before it (first: None)."""
@@ -272,8 +345,13 @@ class LocalSampler:
         """Run every request's prompt once: per request (logits [1, V] for the first new token, keys,
         values). Prompt logprobs, when asked for, are read off the same pass."""
         all_logits = any(a.req.include_prompt_logprobs or a.req.topk_prompt_logprobs for a in actives)
+        found = [None if self.cache is None or all_logits or a.req.images else self.cache.longest(a.req.prompt)
+                 for a in actives]
+        cold = [a.req for a, f in zip(actives, found) if f is None]
+        runs = iter(self._prefill_chunks(cold, all_logits) if cold else [])
+        extended = iter(self._extend_chunks([(a.req, f) for a, f in zip(actives, found) if f is not None]))
         results = []
-        for a, (logits, ks, vs, delta) in zip(actives, self._prefill_chunks([a.req for a in actives], all_logits)):
+        for a, (logits, ks, vs, delta) in zip(actives, [next(runs) if f is None else next(extended) for f in found]):
             req = a.req
             a.delta = delta
             logits = upcast(logits)
