@@ -122,7 +122,7 @@ path03: setup
 # environment steps, AgentOPSD's turn credit against lambda = 0 and a wider bound), on the held-out test games. One
 # run at a time at 1 thread. Measured 2026-12-07 beside another comparison on the 2 cores, cold starts cached:
 # jev 13 min, jev-sft 9, vision-grpo 36, vision-sft 6, spec-o3 44 (its no-tool cold start, about 12 min, was trained
-# in it), spec-o3-sft 21, tempo 30, agent-opsd 61 (its last 7 runs two at a time); `python benchmarks/path_times.py`
+# in it), spec-o3-sft 21, tempo 28 (rerun 2026-12-08), agent-opsd 61 (its last 7 runs two at a time); `python benchmarks/path_times.py`
 # tabulates them. Rerun to resume.
 path04: setup
 	$(BIN)/arl --threads 1 compare jev --vary sft_steps=150,0 --seeds 3 --jobs 1 --out runs/compare/jev
