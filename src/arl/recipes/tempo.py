@@ -5,14 +5,13 @@ the budget cut off ends in a state whose value V a critic estimates, and
 
     R_n = r_n + V(e_n)  (V = 0 when the branch ended the episode),  G = mean_n R_n,  A_n = R_n - G
 
-(`arl.advantages.tempo_targets`; r_n = 1 if the branch won within the segment). Only the segment's policy tokens
-carry A_n. The critic is the policy's own weights asked for `<value>x</value>` in a prompt that shows the game's
-winning commands (privileged); its K answers at the start state are rewarded -|V_k - G| (unreadable: -1), trained
-in the same update as the actor. Endpoints go to a FIFO store; a later step takes `batch_prompts - fresh_starts`
-start states from it (a taken state leaves) and opens fresh games for the rest.
-The first `mc_warmup_steps` steps train the critic alone on whole episodes (target: won 0/1). The control,
-`algorithm=grpo`, is whole-trajectory GRPO (the TextWorld chapter's update) from the same cold start; `env/steps`
-counts the turns played (`critic/forward_tokens`, the tokens the critic read).
+(`arl.advantages.tempo_targets`; r_n = 1 if the branch won within the segment). Only the segment's policy tokens carry
+A_n. The critic is the policy's own weights asked for `<value>x</value>` in a prompt that shows the game's winning
+commands (privileged); its K answers at the start state are rewarded -|V_k - G| (unreadable: -1), trained in the same
+update as the actor. Endpoints go to a FIFO store that later steps take start states from (a taken state leaves), beside
+`fresh_starts` fresh games. The first `mc_warmup_steps` steps train the critic alone on whole episodes (target: won
+0/1). The control, `algorithm=grpo`, is whole-trajectory GRPO (the TextWorld chapter's update) from the same cold start;
+`env/steps` counts the turns played, `critic/forward_tokens` the tokens the critic read.
 
     arl run tempo --preset mini [algorithm=grpo]         # TEMPO, or its control
 """
@@ -53,8 +52,7 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
     store_capacity: int = 256
     """States the FIFO store holds (the oldest leave first)."""
     fresh_starts: int = 1
-    """Fresh games' openings among a TD step's batch_prompts start states (the rest are taken from the store, and
-    fresh openings fill in while it holds too few): new games keep coming in however full the store is."""
+    """Fresh games' openings among a TD step's batch_prompts start states; the rest are taken from the store while it has them."""
     mc_warmup_steps: int = 2
     """Monte-Carlo warm-up: the first N steps play games to the end, training the critic alone on their win (0/1)."""
     critic_sft_steps: int = 100
@@ -84,26 +82,22 @@ class Config(RunConfig, SessionConfig, OptimConfig, KLConfig, LossConfig, AgentC
             raise ValueError(f"invalid_penalty={self.invalid_penalty}: TEMPO rewards the win alone (R_max = 1); set 0")
         if self.max_turns >= tempo.CRITIC_TURN:
             raise ValueError(f"max_turns={self.max_turns}: at most {tempo.CRITIC_TURN - 1} (critic requests' seeds)")
-        if not 0 <= self.fresh_starts <= self.batch_prompts:
-            raise ValueError(f"fresh_starts={self.fresh_starts}: use 0 (the store's states first) to "
-                             f"batch_prompts={self.batch_prompts} (fresh games alone)")
-        if min(self.endpoint_samples, self.critic_sft_steps, self.critic_eval_games, self.env_steps) < 0 or \
+        if min(self.endpoint_samples, self.critic_sft_steps, self.critic_eval_games, self.env_steps, self.fresh_starts) < 0 or \
                 min(self.critic_max_tokens, self.store_capacity, self.critic_eval_rollouts) < 1:
-            raise ValueError("endpoint_samples, critic_sft_steps, critic_eval_games, env_steps must be >= 0 and critic_max_tokens, "
-                             "store_capacity, critic_eval_rollouts >= 1")
+            raise ValueError("endpoint_samples, critic_sft_steps, critic_eval_games, env_steps, fresh_starts must be >= 0 and "
+                             "critic_max_tokens, store_capacity, critic_eval_rollouts >= 1")
 
 
 PRESETS = {
-    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=4, batch_prompts=2, group_size=4, max_tokens=48, max_turns=4,
-                  macro_turns=2, critic_samples=2, mc_warmup_steps=1, critic_sft_steps=40, fresh_starts=0,
-                  sft_steps=60, sft_stages=1, n_train=4, n_test=2, n_dev=2, min_rooms=1, max_rooms=1,
-                  n_objects=3, min_quest_length=2, max_quest_length=3, max_observation_tokens=64,
-                  max_trajectory_tokens=1024, critic_eval_games=1, critic_eval_rollouts=2, eval_every=1, save_every=1),
+    "smoke": dict(model="arl/tiny-qwen3-0.5m", steps=4, batch_prompts=2, group_size=4, max_tokens=48, max_turns=4, macro_turns=2,
+                  critic_samples=2, mc_warmup_steps=1, critic_sft_steps=40, fresh_starts=0, sft_steps=60, sft_stages=1, n_train=4,
+                  n_test=2, n_dev=2, min_rooms=1, max_rooms=1, n_objects=3, min_quest_length=2, max_quest_length=3,
+                  max_observation_tokens=64, max_trajectory_tokens=1024, critic_eval_games=1, critic_eval_rollouts=2, eval_every=1, save_every=1),
     "mini": {},
-    "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, n_train=2000, n_test=200,
-                 max_rooms=5, n_objects=10, max_quest_length=5, max_tokens=256, max_turns=30, macro_turns=10,
-                 critic_max_tokens=256, max_trajectory_tokens=12_000, max_observation_tokens=512, tool_schemas=True,
-                 sft_steps=0, critic_sft_steps=0, mc_warmup_steps=4, steps=44, eval_every=11),
+    "full": dict(model="HuggingFaceTB/SmolLM2-135M-Instruct", lora_rank=32, learning_rate=4e-5, n_train=2000, n_test=200, max_rooms=5,
+                 n_objects=10, max_quest_length=5, max_tokens=256, max_turns=30, macro_turns=10, critic_max_tokens=256,
+                 max_trajectory_tokens=12_000, max_observation_tokens=512, tool_schemas=True, sft_steps=0, critic_sft_steps=0,
+                 mc_warmup_steps=4, steps=44, eval_every=11),
 }
 
 
@@ -131,7 +125,7 @@ def main(cfg: Config, run, resume: bool = False):
         t0, stats, warm = time.perf_counter(), update.StepStats(loss), step < cfg.mc_warmup_steps
         sampler, seed = client.save_weights_and_get_sampling_client(), request_seed(cfg.seed, step)
         # 1. start states: taken from the store (uniform, without replacement), the rest fresh games' openings
-        starts = [] if warm else td.store.take(cfg.batch_prompts - cfg.fresh_starts, f"tempo-store-{cfg.seed}-{step}")
+        starts = [] if warm else td.store.take(max(cfg.batch_prompts - cfg.fresh_starts, 0), f"tempo-store-{cfg.seed}-{step}")
         fresh = [batch.draw(task.train, td.fresh + i) for i in range(cfg.batch_prompts - len(starts))]
         starts += [tempo.opening_state(g, chat.prompt(opening(g), task.env(g).tools)) for g in fresh]
         td.fresh += len(fresh)
@@ -150,8 +144,7 @@ def main(cfg: Config, run, resume: bool = False):
         values_BN = [[next(values, 0.0) if e is not None else 0.0 for e in es] for es in ends_BN]
         _, targets_B, adv_BN = zip(*(advantages.tempo_targets(w, v, [e is None for e in es], cfg.adv_scale)
                                      for w, v, es in zip(won_BN, values_BN, ends_BN)))
-        # 4. the critic's K answers at each start state, rewarded -|V_k - G| (warm-up: every H-th state of the
-        # episodes, against their win), advantage reward - mean
+        # 4. the critic's K answers at each start state, rewarded -|V_k - G| (warm-up: every H-th state, against its episode's win)
         judged, targets_S = (starts, list(targets_B)) if not warm else zip(*(
             (b, w) for s, g, es, ws in zip(starts, groups, envs, won_BN) for t, e, w in zip(g, es, ws)
             for b in tempo.boundary_states(s, t, e.env, cfg.macro_turns)))
