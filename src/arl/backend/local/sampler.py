@@ -291,13 +291,9 @@ class LocalSampler:
     def _extend_chunks(self, found: list[tuple[SampleRequest, tuple[int, list, list]]]):
         """`_prefill_chunks` for prompts that start with a cached sequence: only the rest is run."""
         self._usage["prefill_tokens"] += sum(len(r.prompt) - n for r, (n, _, _) in found)
-        out, chunk = [], []
-        for item in found:
-            if chunk and max(len(r.prompt) for r, _ in chunk + [item]) * (len(chunk) + 1) > PREFILL_TOKENS:
-                out += self._extend_batch(chunk)
-                chunk = []
-            chunk.append(item)
-        return out + (self._extend_batch(chunk) if chunk else [])
+        # the cost is the whole prompt: every tail token attends to the cached keys as well
+        return [out for chunk in padded_chunks(found, lambda item: len(item[0].prompt), PREFILL_TOKENS)
+                for out in self._extend_batch(chunk)]
 
     def _extend_batch(self, chunk):
         done = self.decoder.extend([(ks, vs) for _, (_, ks, vs) in chunk], [r.prompt[n:] for r, (n, _, _) in chunk])
@@ -314,13 +310,8 @@ class LocalSampler:
         logits are kept (bounding memory). Per request: (logits, keys, values, position delta)."""
         self._usage["prefill_tokens"] += sum(len(r.prompt) for r in reqs)
         budget = min(PREFILL_TOKENS, 2**26 // self.vocab_size) if all_logits else PREFILL_TOKENS
-        out, chunk = [], []
-        for r in reqs:
-            if chunk and max(len(c.prompt) for c in chunk + [r]) * (len(chunk) + 1) > budget:
-                out += self._prefill_batch(chunk, all_logits)
-                chunk = []
-            chunk.append(r)
-        return out + self._prefill_batch(chunk, all_logits)
+        return [out for chunk in padded_chunks(reqs, lambda r: len(r.prompt), budget)
+                for out in self._prefill_batch(chunk, all_logits)]
 
     def _prefill_batch(self, reqs: list[SampleRequest], all_logits: bool):
         vision, deltas = [], []
@@ -348,7 +339,7 @@ class LocalSampler:
         found = [None if self.cache is None or all_logits or a.req.images else self.cache.longest(a.req.prompt)
                  for a in actives]
         cold = [a.req for a, f in zip(actives, found) if f is None]
-        runs = iter(self._prefill_chunks(cold, all_logits) if cold else [])
+        runs = iter(self._prefill_chunks(cold, all_logits))
         extended = iter(self._extend_chunks([(a.req, f) for a, f in zip(actives, found) if f is not None]))
         results = []
         for a, (logits, ks, vs, delta) in zip(actives, [next(runs) if f is None else next(extended) for f in found]):
@@ -386,6 +377,19 @@ class LocalSampler:
         longest = max(len(s) for s in stops)
         tail = self.tokenizer.decode(tokens[-(longest + 2):])
         return any(s in tail for s in stops)
+
+
+def padded_chunks(items: list, length, budget: int):
+    """`items` in order, in chunks whose padded size (the chunk's longest `length(item)` x its size) is at most
+    `budget` tokens; an item longer than the budget is a chunk of its own."""
+    chunk = []
+    for item in items:
+        if chunk and max(map(length, chunk + [item])) * (len(chunk) + 1) > budget:
+            yield chunk
+            chunk = []
+        chunk.append(item)
+    if chunk:
+        yield chunk
 
 
 def generator_seed(seed: int) -> int:
